@@ -1,0 +1,27 @@
+# The two commands a newcomer needs:
+#   make test   installs missing Debian packages, configures, builds, runs every test
+#   make demo   same set-up, then runs the demo
+# BUILD picks the build folder; CMAKE_ARGS passes options (e.g. -DWICK_CUDA=OFF).
+BUILD ?= build
+CMAKE_ARGS ?=
+JOBS ?= $(shell nproc)
+
+.PHONY: test demo deps configure build clean
+
+deps:
+	@bash scripts/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD) -G Ninja $(CMAKE_ARGS) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure
+
+demo: build
+	@$(BUILD)/examples/demo
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,45 @@
+// The graph node an op records when one of its inputs requires grad. Ops include this
+// header and call record(); the engine that walks the nodes lives in autograd/engine.cpp.
+//
+// Rule for backward closures: never capture the op's output Tensor itself (the output
+// owns the node, so that would be a cycle); capture out.detach() instead.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace wick::autograd {
+
+// Maps the gradient of the op's output to one gradient per input, in input order.
+// An undefined Tensor means "no gradient for this input".
+using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_out)>;
+
+struct Node {
+  std::string name;            // the op's name, for error messages and graph dumps
+  std::vector<Tensor> inputs;  // as passed to the op
+  BackwardFn backward;
+};
+
+// False inside a NoGradGuard (per thread).
+bool grad_enabled();
+
+// Disables recording for its lifetime (per thread), like torch.no_grad().
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// Attaches a node to `out` when grad mode is on and any input requires grad; returns out.
+// The backward closure is not called here, so building it is cheap.
+Tensor record(Tensor out, std::string name, std::vector<Tensor> inputs, BackwardFn backward);
+
+}  // namespace wick::autograd

@@ -1,0 +1,78 @@
+// Layout: how a tensor's logical elements map onto its storage. A pure value:
+// shape, stride (in elements, one per dim; 0 for broadcast dims) and start_offset
+// (in elements). Every view op returns a new Layout and never touches data.
+// Element (i0, ..., in) lives at start_offset + sum_k ik * stride[k].
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "tensor/shape.h"
+
+namespace wick {
+
+class Layout {
+ public:
+  Layout() = default;
+  Layout(Shape shape, std::vector<int64_t> stride, size_t start_offset);
+  static Layout contiguous(const Shape& shape) { return contiguous_with_offset(shape, 0); }
+  static Layout contiguous_with_offset(const Shape& shape, size_t start_offset);
+
+  const Shape& shape() const { return shape_; }
+  const std::vector<size_t>& dims() const { return shape_.dims(); }
+  const std::vector<int64_t>& stride() const { return stride_; }
+  size_t start_offset() const { return start_offset_; }
+  size_t rank() const { return shape_.rank(); }
+  size_t elem_count() const { return shape_.elem_count(); }
+
+  bool is_contiguous() const { return shape_.is_contiguous(stride_); }
+  bool is_fortran_contiguous() const { return shape_.is_fortran_contiguous(stride_); }
+  // [start, end) in storage elements when C-contiguous, else nullopt.
+  std::optional<std::pair<size_t, size_t>> contiguous_offsets() const;
+  // One past the largest storage element this layout can touch (0 when empty).
+  size_t max_offset_exclusive() const;
+
+  // Views. Each throws wick::Error naming the op, the shape and the dims on misuse.
+  Layout narrow(size_t dim, size_t start, size_t len) const;
+  Layout transpose(size_t dim0, size_t dim1) const;
+  Layout permute(const std::vector<size_t>& dims) const;
+  Layout broadcast_as(const Shape& shape) const;
+  // A view with the new shape when the strides allow one (merging/splitting dims that
+  // are laid out compatibly); otherwise throws an error telling the caller to call
+  // contiguous() first. Element counts must match.
+  Layout reshape(const Shape& shape) const;
+  Layout squeeze(size_t dim) const;    // dim must have size 1
+  Layout unsqueeze(size_t dim) const;  // dim may equal rank
+
+  // Storage offsets of every element in logical (row-major) order.
+  std::vector<size_t> offsets() const;
+
+  friend bool operator==(const Layout& a, const Layout& b) {
+    return a.shape_ == b.shape_ && a.stride_ == b.stride_ && a.start_offset_ == b.start_offset_;
+  }
+
+ private:
+  Shape shape_;
+  std::vector<int64_t> stride_;
+  size_t start_offset_ = 0;
+};
+
+// Walks a layout's storage offsets in logical order without materialising them.
+//   for (StridedIndex it(layout); !it.done(); it.next()) use(it.offset());
+class StridedIndex {
+ public:
+  explicit StridedIndex(const Layout& layout);
+  bool done() const { return remaining_ == 0; }
+  size_t offset() const { return offset_; }
+  void next();
+
+ private:
+  const std::vector<size_t>& dims_;
+  const std::vector<int64_t>& stride_;
+  std::vector<size_t> index_;
+  size_t offset_;
+  size_t remaining_;
+};
+
+}  // namespace wick

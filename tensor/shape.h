@@ -1,0 +1,49 @@
+// Shape: the dims of a tensor. Prints as candle's Debug does: "[2, 3, 4]", rank 0 "[]".
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+namespace wick {
+
+class Shape {
+ public:
+  Shape() = default;  // rank 0 (a scalar)
+  Shape(std::vector<size_t> dims) : dims_(std::move(dims)) {}
+  Shape(std::initializer_list<size_t> dims) : dims_(dims) {}
+
+  const std::vector<size_t>& dims() const { return dims_; }
+  size_t rank() const { return dims_.size(); }
+  size_t dim(size_t i) const { return dims_.at(i); }
+  size_t operator[](size_t i) const { return dims_[i]; }
+  size_t elem_count() const;
+  // Row-major (C-contiguous) strides in elements.
+  std::vector<int64_t> stride_contiguous() const;
+  // True when stride walks this shape in row-major order. Size-1 dims are ignored.
+  bool is_contiguous(const std::vector<int64_t>& stride) const;
+  // True when stride walks this shape in column-major order. Size-1 dims are ignored.
+  bool is_fortran_contiguous(const std::vector<int64_t>& stride) const;
+
+  // Dims of a shape of known rank; throws candle's rank error otherwise.
+  size_t dims0() const;
+  size_t dims1() const;
+  std::array<size_t, 2> dims2() const;
+  std::array<size_t, 3> dims3() const;
+  std::array<size_t, 4> dims4() const;
+  std::array<size_t, 5> dims5() const;
+
+  friend bool operator==(const Shape& a, const Shape& b) { return a.dims_ == b.dims_; }
+
+ private:
+  std::vector<size_t> dims_;
+};
+
+std::string to_string(const Shape& s);
+// "[2048, 128, 1]": candle's Debug form of a slice of integers.
+std::string to_string(const std::vector<int64_t>& v);
+std::string to_string(const std::vector<size_t>& v);
+
+}  // namespace wick

@@ -1,0 +1,164 @@
+#include "tensor/storage.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "tensor/error.h"
+
+#ifdef WICK_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace wick {
+
+namespace {
+constexpr size_t kCpuAlignment = 64;
+std::atomic<int64_t> g_live_cpu{0};
+std::atomic<int64_t> g_live_cuda{0};
+
+[[noreturn]] [[maybe_unused]] void no_cuda() {
+  throw Error("this build of wick has no CUDA support (configure with WICK_CUDA=ON)");
+}
+}  // namespace
+
+namespace detail {
+void throw_cuda_error(int code, const char* expr, const char* file, int line) {
+#ifdef WICK_WITH_CUDA
+  const char* what = cudaGetErrorString(static_cast<cudaError_t>(code));
+#else
+  const char* what = "CUDA error";
+#endif
+  throw Error(std::string("CUDA error ") + std::to_string(code) + " (" + what + ") in " + expr +
+              " at " + file + ":" + std::to_string(line));
+}
+}  // namespace detail
+
+bool Device::cuda_available() {
+#ifdef WICK_WITH_CUDA
+  static const bool available = [] {
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  }();
+  return available;
+#else
+  return false;
+#endif
+}
+
+void set_current_device(const Device& dev) {
+  if (dev.is_cpu()) return;
+#ifdef WICK_WITH_CUDA
+  WICK_CUDA_CHECK(cudaSetDevice(dev.gpu_id));
+#else
+  no_cuda();
+#endif
+}
+
+void synchronize(const Device& dev) {
+  if (dev.is_cpu()) return;
+#ifdef WICK_WITH_CUDA
+  set_current_device(dev);
+  WICK_CUDA_CHECK(cudaDeviceSynchronize());
+#else
+  no_cuda();
+#endif
+}
+
+std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device) {
+  void* p = nullptr;
+  if (device.is_cpu()) {
+    size_t rounded = (bytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
+    p = std::aligned_alloc(kCpuAlignment, rounded == 0 ? kCpuAlignment : rounded);
+    if (!p) throw Error("out of host memory allocating " + std::to_string(bytes) + " bytes");
+    g_live_cpu += static_cast<int64_t>(bytes);
+  } else {
+#ifdef WICK_WITH_CUDA
+    if (!Device::cuda_available()) throw Error("no CUDA device is available for " + to_string(device));
+    set_current_device(device);
+    if (bytes) WICK_CUDA_CHECK(cudaMallocAsync(&p, bytes, cudaStreamLegacy));
+    g_live_cuda += static_cast<int64_t>(bytes);
+#else
+    no_cuda();
+#endif
+  }
+  return std::shared_ptr<Storage>(new Storage(p, bytes, device));
+}
+
+Storage::~Storage() {
+  if (device_.is_cpu()) {
+    std::free(data_);
+    g_live_cpu -= static_cast<int64_t>(bytes_);
+    return;
+  }
+#ifdef WICK_WITH_CUDA
+  if (data_) {
+    cudaSetDevice(device_.gpu_id);
+    cudaFreeAsync(data_, cudaStreamLegacy);  // a destructor must not throw
+  }
+  g_live_cuda -= static_cast<int64_t>(bytes_);
+#endif
+}
+
+int64_t Storage::live_bytes(Device::Kind kind) {
+  return kind == Device::Kind::Cpu ? g_live_cpu.load() : g_live_cuda.load();
+}
+
+static void check_range(const Storage& s, size_t off, size_t bytes, const char* op) {
+  if (off > s.bytes() || bytes > s.bytes() - off)
+    throw Error(std::string(op) + ": byte range [" + std::to_string(off) + ", " +
+                std::to_string(off + bytes) + ") outside storage of " + std::to_string(s.bytes()) +
+                " bytes");
+}
+
+void Storage::copy_from_host(size_t dst_off, const void* src, size_t bytes) {
+  check_range(*this, dst_off, bytes, "copy_from_host");
+  if (bytes == 0) return;
+  char* dst = static_cast<char*>(data_) + dst_off;
+  if (device_.is_cpu()) { std::memcpy(dst, src, bytes); return; }
+#ifdef WICK_WITH_CUDA
+  set_current_device(device_);
+  WICK_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+#endif
+}
+
+void Storage::copy_to_host(size_t src_off, void* dst, size_t bytes) const {
+  check_range(*this, src_off, bytes, "copy_to_host");
+  if (bytes == 0) return;
+  const char* src = static_cast<const char*>(data_) + src_off;
+  if (device_.is_cpu()) { std::memcpy(dst, src, bytes); return; }
+#ifdef WICK_WITH_CUDA
+  set_current_device(device_);
+  WICK_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+#endif
+}
+
+void Storage::copy(const Storage& src, size_t src_off, Storage& dst, size_t dst_off, size_t bytes) {
+  check_range(src, src_off, bytes, "copy");
+  check_range(dst, dst_off, bytes, "copy");
+  if (bytes == 0) return;
+  const char* s = static_cast<const char*>(src.data_) + src_off;
+  char* d = static_cast<char*>(dst.data_) + dst_off;
+  if (src.device_.is_cpu() && dst.device_.is_cpu()) { std::memcpy(d, s, bytes); return; }
+  if (src.device_.is_cpu()) { dst.copy_from_host(dst_off, s, bytes); return; }
+  if (dst.device_.is_cpu()) { src.copy_to_host(src_off, d, bytes); return; }
+#ifdef WICK_WITH_CUDA
+  if (src.device_ == dst.device_) {
+    set_current_device(dst.device_);
+    WICK_CUDA_CHECK(cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice, cudaStreamLegacy));
+  } else {
+    WICK_CUDA_CHECK(cudaMemcpyPeer(d, dst.device_.gpu_id, s, src.device_.gpu_id, bytes));
+  }
+#endif
+}
+
+void Storage::fill_zero() {
+  if (bytes_ == 0) return;
+  if (device_.is_cpu()) { std::memset(data_, 0, bytes_); return; }
+#ifdef WICK_WITH_CUDA
+  set_current_device(device_);
+  WICK_CUDA_CHECK(cudaMemsetAsync(data_, 0, bytes_, cudaStreamLegacy));
+#endif
+}
+
+}  // namespace wick

@@ -1,0 +1,47 @@
+// Storage: a device buffer of raw bytes, shared by every view of a tensor.
+// CPU memory is 64-byte aligned; CUDA memory comes from the runtime's stream-ordered
+// pool (cudaMallocAsync on the device's default stream).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "tensor/device.h"
+
+namespace wick {
+
+class Storage {
+ public:
+  // Uninitialised bytes on device. A zero-byte request still yields a valid Storage.
+  static std::shared_ptr<Storage> allocate(size_t bytes, Device device);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  const Device& device() const { return device_; }
+
+  // Byte copies between this storage and host memory (synchronous for CUDA).
+  void copy_from_host(size_t dst_byte_offset, const void* src, size_t bytes);
+  void copy_to_host(size_t src_byte_offset, void* dst, size_t bytes) const;
+  // Byte copy between two storages on any devices (synchronous when a host is involved).
+  static void copy(const Storage& src, size_t src_off, Storage& dst, size_t dst_off, size_t bytes);
+  void fill_zero();
+
+  // Bytes currently allocated through Storage on each kind of device; for leak tests.
+  static int64_t live_bytes(Device::Kind kind);
+
+ private:
+  Storage(void* data, size_t bytes, Device device) : data_(data), bytes_(bytes), device_(device) {}
+  void* data_;
+  size_t bytes_;
+  Device device_;
+};
+
+// Makes dev the current CUDA device (no-op for CPU or a CPU-only build).
+void set_current_device(const Device& dev);
+// Waits for all work queued on dev (no-op for CPU).
+void synchronize(const Device& dev);
+
+}  // namespace wick

@@ -1,0 +1,133 @@
+// Exact-value layout tests: every view's shape, stride and start_offset (candle's
+// tests/layout_tests.rs style), and every misuse's message.
+#include <doctest/doctest.h>
+
+#include "tensor/layout.h"
+#include "tensor/tensor.h"
+
+using namespace wick;
+using V = std::vector<int64_t>;
+
+TEST_CASE("layout: contiguous strides and offsets") {
+  Layout l = Layout::contiguous({2, 3, 4});
+  CHECK(l.stride() == V{12, 4, 1});
+  CHECK(l.start_offset() == 0);
+  CHECK(l.is_contiguous());
+  CHECK_FALSE(l.is_fortran_contiguous());
+  CHECK(l.contiguous_offsets() == std::make_pair(size_t{0}, size_t{24}));
+  CHECK(Layout::contiguous({}).stride().empty());
+  CHECK(Layout::contiguous({5}).is_fortran_contiguous());
+}
+
+TEST_CASE("layout: narrow moves the offset by stride*start") {
+  Layout l = Layout::contiguous({2, 3, 4});
+  Layout n = l.narrow(1, 1, 2);
+  CHECK(n.dims() == std::vector<size_t>{2, 2, 4});
+  CHECK(n.stride() == V{12, 4, 1});
+  CHECK(n.start_offset() == 4);
+  CHECK_FALSE(n.is_contiguous());
+  Layout n0 = l.narrow(0, 1, 1);
+  CHECK(n0.start_offset() == 12);
+  CHECK(n0.is_contiguous());
+  CHECK(n0.contiguous_offsets() == std::make_pair(size_t{12}, size_t{24}));
+  Layout n2 = l.narrow(2, 3, 1);
+  CHECK(n2.start_offset() == 3);
+  CHECK(n2.narrow(2, 0, 0).elem_count() == 0);
+}
+
+TEST_CASE("layout: transpose and permute swap dims and strides") {
+  Layout l = Layout::contiguous({2, 3, 4});
+  Layout t = l.transpose(0, 2);
+  CHECK(t.dims() == std::vector<size_t>{4, 3, 2});
+  CHECK(t.stride() == V{1, 4, 12});
+  CHECK(t.is_fortran_contiguous());
+  Layout p = l.permute({1, 2, 0});
+  CHECK(p.dims() == std::vector<size_t>{3, 4, 2});
+  CHECK(p.stride() == V{4, 1, 12});
+  CHECK(p.offsets() == std::vector<size_t>{0, 12, 1, 13, 2, 14, 3, 15, 4, 16, 5, 17,
+                                           6, 18, 7, 19, 8, 20, 9, 21, 10, 22, 11, 23});
+}
+
+TEST_CASE("layout: size-1 dims are ignored by the contiguity test") {
+  Layout l(Shape{1, 3, 1, 2}, V{99, 2, 7, 1}, 5);
+  CHECK(l.is_contiguous());
+  CHECK(Layout(Shape{3, 1}, V{1, 1}, 0).is_contiguous());
+  CHECK_FALSE(Layout(Shape{3, 2}, V{1, 3}, 0).is_contiguous());
+}
+
+TEST_CASE("layout: broadcast_as sets stride 0 on new and size-1 dims") {
+  Layout l = Layout::contiguous({3, 1}).narrow(0, 1, 2);
+  Layout b = l.broadcast_as({4, 2, 5});
+  CHECK(b.dims() == std::vector<size_t>{4, 2, 5});
+  CHECK(b.stride() == V{0, 1, 0});
+  CHECK(b.start_offset() == 1);
+  CHECK(b.offsets().size() == 40);
+  CHECK(b.max_offset_exclusive() == 3);
+}
+
+TEST_CASE("layout: reshape views where strides allow") {
+  Layout l = Layout::contiguous({2, 3, 4}).narrow(0, 1, 1);
+  Layout r = l.reshape({3, 2, 2});
+  CHECK(r.stride() == V{4, 2, 1});
+  CHECK(r.start_offset() == 12);
+  // Splitting a strided dim and merging a contiguous run inside a non-contiguous layout.
+  Layout qkv = Layout::contiguous({5, 3, 2, 8}).narrow(1, 1, 1);  // (5, 1, 2, 8), row stride 48
+  Layout m = qkv.reshape({5, 16});
+  CHECK(m.stride() == V{48, 1});
+  CHECK(m.start_offset() == 16);
+  Layout s = Layout::contiguous({4, 6}).narrow(1, 0, 4).reshape({2, 2, 2, 2});
+  CHECK(s.stride() == V{12, 6, 2, 1});
+  Layout u = Layout::contiguous({6}).reshape({1, 6, 1});
+  CHECK(u.dims() == std::vector<size_t>{1, 6, 1});
+}
+
+TEST_CASE("layout: squeeze and unsqueeze") {
+  Layout l = Layout::contiguous({2, 1, 3});
+  CHECK(l.squeeze(1).dims() == std::vector<size_t>{2, 3});
+  CHECK(l.squeeze(1).stride() == V{3, 1});
+  Layout u = Layout::contiguous({2, 3}).unsqueeze(1);
+  CHECK(u.dims() == std::vector<size_t>{2, 1, 3});
+  CHECK(u.stride() == V{3, 3, 1});
+  CHECK(Layout::contiguous({2, 3}).unsqueeze(2).stride() == V{3, 1, 1});
+}
+
+TEST_CASE("layout: misuse raises messages naming op, shape and dims") {
+  Layout l = Layout::contiguous({2, 3, 4});
+  CHECK_THROWS_WITH_AS(l.narrow(3, 0, 1), "narrow: shape [2, 3, 4], dim 3 out of range for rank 3", Error);
+  CHECK_THROWS_WITH_AS(l.narrow(1, 2, 2), "narrow: shape [2, 3, 4], dim 1: start 2 + len 2 exceeds size 3", Error);
+  CHECK_THROWS_WITH_AS(l.transpose(0, 5), "transpose: shape [2, 3, 4], dim 5 out of range for rank 3", Error);
+  CHECK_THROWS_WITH_AS(l.permute({0, 0, 1}), "permute: shape [2, 3, 4], dims [0, 0, 1] is not a permutation of 0..3", Error);
+  CHECK_THROWS_WITH_AS(l.broadcast_as({3, 3, 4}), "broadcast_as: cannot broadcast [2, 3, 4] to [3, 3, 4]", Error);
+  CHECK_THROWS_WITH_AS(l.broadcast_as({3, 4}), "broadcast_as: cannot broadcast [2, 3, 4] to [3, 4]", Error);
+  CHECK_THROWS_WITH_AS(l.reshape({5, 5}), "reshape: cannot reshape [2, 3, 4] (24 elements) to [5, 5] (25 elements)", Error);
+  CHECK_THROWS_WITH_AS(l.transpose(1, 2).reshape({24}),
+                       "reshape: cannot view [2, 4, 3] with stride [12, 1, 4] as [24] without a copy; call contiguous() first", Error);
+  CHECK_THROWS_WITH_AS(l.squeeze(0), "squeeze: shape [2, 3, 4], dim 0 has size 2, not 1", Error);
+  CHECK_THROWS_WITH_AS(l.unsqueeze(4), "unsqueeze: shape [2, 3, 4], dim 4 out of range for rank 3", Error);
+}
+
+TEST_CASE("shape: dimsN and the rank error text") {
+  Shape s{8};
+  CHECK(s.dims1() == 8);
+  CHECK_THROWS_WITH_AS(s.dims2(), "unexpected rank, expected: 2, got: 1 ([8])", Error);
+  CHECK_THROWS_WITH_AS(Shape{}.dims1(), "unexpected rank, expected: 1, got: 0 ([])", Error);
+  CHECK(to_string(Shape{2048, 128, 1}) == "[2048, 128, 1]");
+  CHECK(to_string(Device::cuda(0)) == "Cuda { gpu_id: 0 }");
+  CHECK(to_string(Device::cpu()) == "Cpu");
+  CHECK(std::string(dtype_name(DType::BF16)) == "BF16");
+}
+
+TEST_CASE("tensor: views share storage; to_vec reads any layout") {
+  Tensor t = Tensor::arange(0, 24, DType::F32, Device::cpu()).reshape({2, 3, 4});
+  Tensor v = t.permute({2, 0, 1}).narrow(0, 1, 2);
+  CHECK(v.same_storage(t));
+  CHECK(v.dims() == std::vector<size_t>{2, 2, 3});
+  CHECK(v.to_vec<float>() == std::vector<float>{1, 5, 9, 13, 17, 21, 2, 6, 10, 14, 18, 22});
+  CHECK_THROWS_WITH_AS(v.to_vec<double>(), "unexpected dtype, expected: F64, got: F32", Error);
+  Tensor r1 = Tensor::randn({5}, DType::F64, Device::cpu(), 7);
+  Tensor r2 = Tensor::randn({5}, DType::F64, Device::cpu(), 7);
+  CHECK(r1.to_vec<double>() == r2.to_vec<double>());
+  CHECK(r1.to_vec<double>() != Tensor::randn({5}, DType::F64, Device::cpu(), 8).to_vec<double>());
+  CHECK_THROWS_WITH_AS(Tensor::from_vec<float>({1, 2, 3}, {2, 2}, Device::cpu()),
+                       "from_vec: 3 values for shape [2, 2] (4 elements)", Error);
+}
