@@ -1,0 +1,15 @@
+// Entry points of the CUDA flash-attention forward (kernels/flash/*.cu).
+// `stream` is a cudaStream_t passed as void* so this header needs no CUDA include;
+// nullptr means the legacy default stream. Every launch is checked; failures throw wick::Error.
+#pragma once
+#include "kernels/flash/flash_params.h"
+
+namespace wick::kernels {
+
+// The fast path: picks the tensor-core prefill, paged, or split-KV decode kernel.
+void flash_fwd(const FlashFwdParams& params, void* stream);
+
+// The readable lesson kernel: follows ops/attention/cpu.cpp step by step. Slow; a second reference.
+void flash_fwd_naive(const FlashFwdParams& params, void* stream);
+
+}  // namespace wick::kernels
