@@ -4,7 +4,25 @@ namespace wick::autograd {
 
 namespace {
 thread_local bool t_grad_enabled = true;
+
+// Deleting a node drops its inputs, which may drop the last handle to an input whose own
+// node is then deleted, and so on down the chain: plain recursion as deep as the graph.
+// This deleter queues nodes released while another is being deleted and deletes them in a
+// loop instead, so the depth stays constant.
+void delete_node(Node* node) {
+  thread_local bool draining = false;
+  thread_local std::vector<Node*> pending;
+  pending.push_back(node);
+  if (draining) return;
+  draining = true;
+  while (!pending.empty()) {
+    Node* next = pending.back();
+    pending.pop_back();
+    delete next;  // may call delete_node again, which only queues
+  }
+  draining = false;
 }
+}  // namespace
 
 bool grad_enabled() { return t_grad_enabled; }
 
@@ -16,7 +34,12 @@ Tensor record(Tensor out, std::string name, std::vector<Tensor> inputs, Backward
   bool any = false;
   for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
   if (!any) return out;
-  out.set_grad_fn(std::make_shared<Node>(Node{std::move(name), std::move(inputs), std::move(backward)}));
+  // An op that hands back one of its inputs unchanged (contiguous() on a contiguous tensor)
+  // is the identity: gradients already reach that input, and a node here would be a cycle.
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.id() == out.id()) return out;
+  std::shared_ptr<Node> node(new Node{std::move(name), std::move(inputs), std::move(backward)}, delete_node);
+  out.set_grad_fn(std::move(node));
   return out;
 }
 

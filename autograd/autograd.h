@@ -1,0 +1,7 @@
+// The autograd engine in one include: graph nodes and the no-grad guard, backward passes
+// and GradStore, finite-difference gradient checks, custom ops and optimizers.
+// See docs/autograd.md for how the pieces fit.
+#pragma once
+#include "autograd/engine.h"
+#include "autograd/grad_store.h"
+#include "autograd/node.h"
