@@ -2,6 +2,8 @@
 // and GradStore, finite-difference gradient checks, custom ops and optimizers.
 // See docs/autograd.md for how the pieces fit.
 #pragma once
+#include "autograd/custom_op.h"
 #include "autograd/engine.h"
 #include "autograd/grad_store.h"
+#include "autograd/gradcheck.h"
 #include "autograd/node.h"
