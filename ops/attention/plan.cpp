@@ -1,0 +1,411 @@
+// Every check of the flash-attention ops, in candle's order and with candle's text (the
+// numbered steps follow shared/parity/candle-flash-attn.md sections 2 and 3), then wick's
+// stricter checks (section 5), then the FlashFwdParams both devices consume.
+#include "ops/attention/plan.h"
+
+#include <climits>
+#include <string>
+
+namespace wick::attention {
+
+namespace {
+
+constexpr const char* kVarlenOp = "flash-attn-varlen";
+constexpr const char* kBatchedOp = "flash-attn";
+
+[[noreturn]] void fail(const std::string& msg) { throw Error(msg); }
+
+// candle says "must be a cuda tensor"; on a CPU q the tensor that is not where q is must be
+// moved to the CPU, so the word names q's device.
+std::string must_be_on(const char* name, const Device& q_dev) {
+  return std::string(name) + " must be a " + (q_dev.is_cuda() ? "cuda" : "cpu") + " tensor";
+}
+
+std::string dims_str(const Tensor& t) { return to_string(t.shape()); }
+
+// Step 0 of both ops: k and v on q's device; q f16 or bf16.
+void check_devices_and_dtype(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
+  if (!(k.device() == q.device())) throw_device_mismatch(op, q.device(), k.device());
+  if (!(v.device() == q.device())) throw_device_mismatch(op, q.device(), v.device());
+  if (q.dtype() != DType::F16 && q.dtype() != DType::BF16)
+    fail(std::string("flash-attn is only supported for f16/bf16 (") + dtype_name(q.dtype()) + ")");
+}
+
+// Varlen steps 1 and 2: on q's device, U32, C-contiguous.
+void check_seqlens(const char* name, const Tensor& s, const Device& q_dev) {
+  if (!s.defined()) fail(std::string(kVarlenOp) + ": " + name + " is an empty (default-constructed) tensor");
+  if (!(s.device() == q_dev)) fail(must_be_on(name, q_dev));
+  if (s.dtype() != DType::U32) throw_dtype_error(DType::U32, s.dtype());
+  if (!s.is_contiguous()) fail(std::string(name) + " has to be contiguous");
+}
+
+void check_kv_dtypes(const Tensor& q, const Tensor& k, const Tensor& v) {
+  if (k.dtype() != q.dtype()) throw_dtype_error(q.dtype(), k.dtype());
+  if (v.dtype() != q.dtype()) throw_dtype_error(q.dtype(), v.dtype());
+}
+
+void check_last_dim_strides(const Tensor& q, const Tensor& k, const Tensor& v) {
+  if (q.stride().back() != 1) fail("the last dim of q must be contiguous " + to_string(q.stride()));
+  if (k.stride().back() != 1) fail("the last dim of k must be contiguous " + to_string(k.stride()));
+  if (v.stride().back() != 1) fail("the last dim of v must be contiguous " + to_string(v.stride()));
+}
+
+// Varlen step 8 / batched step 5. num_heads_k == 0 is wick's own check: candle divides by it.
+void check_heads(const char* op, size_t head_size, size_t num_heads, size_t num_heads_k,
+                 const Tensor& k) {
+  if (head_size > 512)
+    fail("only supports head dimension at most 512 (got " + std::to_string(head_size) + ")");
+  if (head_size % 8 != 0)
+    fail("only supports head sizes that are a multiple of 8 (got " + std::to_string(head_size) + ")");
+  if (num_heads_k == 0)
+    fail(std::string(op) + ": k has no heads (k shape " + dims_str(k) +
+         "); num_heads_k must be at least 1");
+  if (num_heads % num_heads_k != 0)
+    fail("number of k/v heads " + std::to_string(num_heads_k) +
+         " must divide number of heads in query " + std::to_string(num_heads));
+}
+
+// Varlen step 11 / batched step 6.
+void check_alibi(const std::optional<Tensor>& a, size_t num_heads, const Device& q_dev) {
+  if (!a) return;
+  if (a->dtype() != DType::F32)
+    fail(std::string("DType mismatch alibi_slopes ") + dtype_name(a->dtype()) + ", expected F32");
+  if (a->shape().dims1() != num_heads)
+    fail("shape mismatch alibi_slopes " + dims_str(*a) + ", expected " + std::to_string(num_heads));
+  if (!(a->device() == q_dev)) fail(must_be_on("alibi_slopes", q_dev));
+}
+
+// Wick: every count the kernels take as int must fit one.
+int to_i32(const char* op, const char* what, size_t value) {
+  if (value > static_cast<size_t>(INT_MAX))
+    fail(std::string(op) + ": " + what + " " + std::to_string(value) +
+         " does not fit in 32 bits (the kernels index sequences and heads with int)");
+  return static_cast<int>(value);
+}
+
+// Wick: head_size 0 passes candle's checks but has nothing to attend with.
+void check_head_size_nonzero(const char* op, size_t head_size, const Tensor& q) {
+  if (head_size == 0)
+    fail(std::string(op) + ": head_size is 0 (q shape " + dims_str(q) + "); it must be a positive multiple of 8");
+}
+
+// candle's window conversion: a size above max_seqlen_k counts as None (-1); then
+// causal <=> left < 0 && right == 0; a missing side of a window becomes max_seqlen_k.
+// With mm_prefix_ranges a causal mask becomes a window of left = max_seqlen_k first.
+void convert_windows(kernels::FlashFwdParams& p, std::optional<size_t> left,
+                     std::optional<size_t> right, size_t max_seqlen_k, bool has_mm_prefix) {
+  const int max_k = static_cast<int>(max_seqlen_k);
+  int l = (left && *left <= max_seqlen_k) ? static_cast<int>(*left) : -1;
+  int r = (right && *right <= max_seqlen_k) ? static_cast<int>(*right) : -1;
+  if (has_mm_prefix && l < 0 && r == 0) l = max_k;
+  p.is_causal = l < 0 && r == 0;
+  if (l < 0 && r >= 0) l = max_k;
+  if (l >= 0 && r < 0) r = max_k;
+  p.window_left = l;
+  p.window_right = r;
+}
+
+// alibi_slopes may be any strided (num_heads) view; the kernels read it compact.
+void bind_alibi(AttnPlan& plan, const std::optional<Tensor>& a) {
+  if (!a) return;
+  Tensor compact = *a;
+  if (!a->is_contiguous())
+    compact = Tensor::from_vec(a->to_vec<float>(), a->shape(), a->device());
+  plan.keep_alive.push_back(compact);
+  plan.params.alibi_slopes = static_cast<const float*>(compact.data_ptr());
+}
+
+// ---- wick's stricter varlen checks (parity section 5) ---------------------------------
+
+void check_cumulative(const char* name, const std::vector<uint32_t>& s) {
+  for (size_t b = 1; b < s.size(); ++b)
+    if (s[b] < s[b - 1])
+      fail(std::string(kVarlenOp) + ": " + name + " must be non-decreasing (cumulative lengths), but " +
+           name + "[" + std::to_string(b) + "] = " + std::to_string(s[b]) + " < " + name + "[" +
+           std::to_string(b - 1) + "] = " + std::to_string(s[b - 1]));
+}
+
+void check_lengths_fit(const char* name, const char* tokens, const char* max_name,
+                       const std::vector<uint32_t>& s, size_t max_len) {
+  for (size_t b = 0; b + 1 < s.size(); ++b) {
+    size_t len = s[b + 1] - s[b];
+    if (len > max_len)
+      fail(std::string(kVarlenOp) + ": sequence " + std::to_string(b) + " has " + std::to_string(len) +
+           " " + tokens + " tokens (" + name + "[" + std::to_string(b + 1) + "] - " + name + "[" +
+           std::to_string(b) + "]) but " + max_name + " is " + std::to_string(max_len));
+  }
+}
+
+void check_seqlens_values(const AttnPlan& plan, const FlashAttnVarLen& op, size_t total_q,
+                          size_t total_k) {
+  const auto& sq = plan.seqlens_q;
+  const auto& sk = plan.seqlens_k;
+  if (sq[0] != 0)
+    fail(std::string(kVarlenOp) + ": seqlens_q must start at 0 (got seqlens_q[0] = " +
+         std::to_string(sq[0]) + "); every row of q belongs to a sequence");
+  check_cumulative("seqlens_q", sq);
+  check_cumulative("seqlens_k", sk);
+  if (sq.back() != total_q)
+    fail(std::string(kVarlenOp) + ": seqlens_q ends at " + std::to_string(sq.back()) + " but q has " +
+         std::to_string(total_q) + " rows (total_q); the last cumulative length must equal total_q");
+  if (!plan.paged && sk.back() > total_k)
+    fail(std::string(kVarlenOp) + ": seqlens_k ends at " + std::to_string(sk.back()) + " but k has only " +
+         std::to_string(total_k) + " rows (total_k)");
+  check_lengths_fit("seqlens_q", "query", "max_seqlen_q", sq, op.max_seqlen_q);
+  check_lengths_fit("seqlens_k", "key", "max_seqlen_k", sk, op.max_seqlen_k);
+}
+
+// Every block a sequence uses must exist: rows >= batch, enough columns, entries in range.
+void check_block_table_values(AttnPlan& plan, const Tensor& bt, size_t page, size_t num_blocks) {
+  const auto dims = bt.shape().dims2();
+  const size_t batch = plan.seqlens_q.size() - 1;
+  if (dims[0] < batch)
+    fail(std::string(kVarlenOp) + ": block_table has " + std::to_string(dims[0]) + " rows but there are " +
+         std::to_string(batch) + " sequences (block_table shape " + dims_str(bt) + ")");
+  plan.block_table_cols = static_cast<int64_t>(dims[1]);
+  std::vector<int64_t> entries(bt.elem_count());
+  {
+    std::vector<double> v = bt.to_f64_vec();  // u32 or i32, exact in double
+    for (size_t i = 0; i < v.size(); ++i) entries[i] = static_cast<int64_t>(v[i]);
+  }
+  plan.block_table.resize(entries.size());
+  for (size_t b = 0; b < batch; ++b) {
+    const size_t len = plan.seqlens_k[b + 1] - plan.seqlens_k[b];
+    const size_t pages = (len + page - 1) / page;
+    if (pages > dims[1])
+      fail(std::string(kVarlenOp) + ": sequence " + std::to_string(b) + " has " + std::to_string(len) +
+           " key tokens, which need " + std::to_string(pages) + " blocks of " + std::to_string(page) +
+           ", but block_table has only " + std::to_string(dims[1]) + " columns");
+    for (size_t c = 0; c < pages; ++c) {
+      int64_t e = entries[b * dims[1] + c];
+      if (e < 0 || e >= static_cast<int64_t>(num_blocks))
+        fail(std::string(kVarlenOp) + ": block_table[" + std::to_string(b) + "][" + std::to_string(c) +
+             "] = " + std::to_string(e) + " is outside [0, " + std::to_string(num_blocks) + ") (k has " +
+             std::to_string(num_blocks) + " blocks)");
+    }
+  }
+  for (size_t i = 0; i < entries.size(); ++i) plan.block_table[i] = static_cast<int32_t>(entries[i]);
+}
+
+// Varlen step 10.
+void check_mm_prefix(const Tensor& m, size_t batch_size, const Device& q_dev) {
+  if (m.dtype() != DType::I32) fail(std::string("mm_prefix_ranges must be i32, got ") + dtype_name(m.dtype()));
+  if (!(m.device() == q_dev)) fail(must_be_on("mm_prefix_ranges", q_dev));
+  auto d = m.shape().dims3();
+  if (d[0] != batch_size || d[2] != 2)
+    fail("mm_prefix_ranges shape must be (" + std::to_string(batch_size) + ", max_ranges, 2), got " +
+         dims_str(m));
+  if (m.stride().back() != 1) fail("mm_prefix_ranges last dimension must be contiguous");
+}
+
+}  // namespace
+
+AttnPlan plan_varlen(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k, const Tensor& v) {
+  AttnPlan plan;
+  auto& p = plan.params;
+  // 0. devices, q's dtype
+  check_devices_and_dtype(kVarlenOp, q, k, v);
+  const Device dev = q.device();
+  // 1-2. the cumulative lengths
+  check_seqlens("seqlens_q", op.seqlens_q, dev);
+  check_seqlens("seqlens_k", op.seqlens_k, dev);
+  // 3. block_table placement and layout (its dtype is checked last, as candle does)
+  const bool paged = op.block_table.has_value();
+  if (paged) {
+    const Tensor& bt = *op.block_table;
+    if (!(bt.device() == dev)) fail(must_be_on("block_table", dev));
+    bt.shape().dims2();
+    if (bt.stride().back() != 1) fail("block_table last dimension must be contiguous");
+  }
+  // 4. k, v dtypes
+  check_kv_dtypes(q, k, v);
+  // 5. ranks
+  const size_t q_rank = q.rank(), k_rank = k.rank(), v_rank = v.rank();
+  if (q_rank != 3 || (!paged && k_rank != 3) || (!paged && v_rank != 3))
+    fail("flash-attn-varlen expects input tensors of rank 3 (q: " + std::to_string(q_rank) +
+         ", k: " + std::to_string(k_rank) + ", v: " + std::to_string(v_rank));
+  if (paged && (k_rank != 4 || v_rank != 4))
+    fail("flash-attn-varlen paged expects k/v tensors of rank 4 (k: " + std::to_string(k_rank) +
+         ", v: " + std::to_string(v_rank) + ")");
+  // 6. last-dim strides
+  check_last_dim_strides(q, k, v);
+  // 7. shapes
+  const auto [total_q, num_heads, head_size] = q.shape().dims3();
+  size_t num_heads_k = 0, page_block_size = 0, total_k = 0, num_blocks = 0;
+  if (paged) {
+    const auto kd = k.shape().dims4();
+    if (kd != v.shape().dims4()) fail("shape mismatch k " + dims_str(k) + " and v " + dims_str(v));
+    if (kd[3] != head_size) fail("shape mismatch q " + dims_str(q) + " and k " + dims_str(k));
+    if (!op.page_block_size) fail("paged flash-attn requires page_block_size");
+    if (*op.page_block_size != kd[1])
+      fail("page_block_size " + std::to_string(*op.page_block_size) + " does not match k shape " + dims_str(k));
+    if (kd[1] % 32 != 0)
+      fail("paged flash-attn requires page_block_size to be a multiple of 32 (got " + std::to_string(kd[1]) + ")");
+    if (head_size > 512)
+      fail("paged flash-attn supports head sizes up to 512 (got " + std::to_string(head_size) + ")");
+    num_blocks = kd[0];
+    page_block_size = kd[1];
+    num_heads_k = kd[2];
+  } else {
+    const auto kd = k.shape().dims3();
+    total_k = kd[0];
+    num_heads_k = kd[1];
+    if (kd[2] != head_size) fail("shape mismatch q " + dims_str(q) + " and k " + dims_str(k));
+    if (v.shape().dims3() != std::array<size_t, 3>{total_k, num_heads_k, head_size})
+      fail("shape mismatch q " + dims_str(q) + " and v " + dims_str(v));
+  }
+  // 8. head size and head counts
+  check_heads(kVarlenOp, head_size, num_heads, num_heads_k, k);
+  // 9. seqlens ranks and counts
+  const size_t nq = op.seqlens_q.shape().dims1();
+  if (nq < 2) fail("seqlens_q should have a len >= 2 " + std::to_string(nq));
+  const size_t nk = op.seqlens_k.shape().dims1();
+  if (nk != nq)
+    fail("seqlens_q and seqlens_k should have the same number of elements " + std::to_string(nq) +
+         " <> " + std::to_string(nk));
+  const size_t batch_size = nq - 1;
+  // 10. mm_prefix_ranges
+  if (op.mm_prefix_ranges) check_mm_prefix(*op.mm_prefix_ranges, batch_size, dev);
+  // 11. alibi_slopes
+  check_alibi(op.alibi_slopes, num_heads, dev);
+  // 12. block_table dtype
+  if (paged && op.block_table->dtype() != DType::U32 && op.block_table->dtype() != DType::I32)
+    fail(std::string("block_table must be u32 or i32, got ") + dtype_name(op.block_table->dtype()));
+
+  // ---- wick's stricter checks: they read values, so the small index tensors come to the host
+  check_head_size_nonzero(kVarlenOp, head_size, q);
+  p.max_seqlen_q = to_i32(kVarlenOp, "max_seqlen_q", op.max_seqlen_q);
+  p.max_seqlen_k = to_i32(kVarlenOp, "max_seqlen_k", op.max_seqlen_k);
+  p.num_heads = to_i32(kVarlenOp, "num_heads", num_heads);
+  p.num_heads_k = to_i32(kVarlenOp, "num_heads_k", num_heads_k);
+  p.batch = to_i32(kVarlenOp, "batch size", batch_size);
+  plan.paged = paged;
+  plan.varlen = true;
+  plan.seqlens_q = op.seqlens_q.to_vec<uint32_t>();
+  plan.seqlens_k = op.seqlens_k.to_vec<uint32_t>();
+  check_seqlens_values(plan, op, total_q, total_k);
+  if (paged) check_block_table_values(plan, *op.block_table, page_block_size, num_blocks);
+
+  // ---- the params (index maps: kernels/flash/flash_params.h)
+  plan.device = dev;
+  plan.dtype = q.dtype();
+  plan.out_shape = q.shape();
+  plan.lse_shape = Shape{num_heads, total_q};
+  p.dtype = q.dtype() == DType::F16 ? kernels::FlashDType::F16 : kernels::FlashDType::BF16;
+  p.q = q.data_ptr();
+  p.k = k.data_ptr();
+  p.v = v.data_ptr();
+  const auto& qs = q.stride();
+  const auto& ks = k.stride();
+  const auto& vs = v.stride();
+  p.q_batch_stride = 0;
+  p.q_row_stride = qs[0];
+  p.q_head_stride = qs[1];
+  if (paged) {
+    p.k_batch_stride = ks[0], p.k_row_stride = ks[1], p.k_head_stride = ks[2];
+    p.v_batch_stride = vs[0], p.v_row_stride = vs[1], p.v_head_stride = vs[2];
+    p.block_table = static_cast<const int32_t*>(op.block_table->data_ptr());
+    p.block_table_batch_stride = op.block_table->stride()[0];
+    p.page_block_size = static_cast<int>(page_block_size);
+    p.num_blocks = static_cast<int64_t>(num_blocks);
+  } else {
+    p.k_batch_stride = 0, p.k_row_stride = ks[0], p.k_head_stride = ks[1];
+    p.v_batch_stride = 0, p.v_row_stride = vs[0], p.v_head_stride = vs[1];
+  }
+  p.cu_seqlens_q = static_cast<const uint32_t*>(op.seqlens_q.data_ptr());
+  p.cu_seqlens_k = static_cast<const uint32_t*>(op.seqlens_k.data_ptr());
+  p.seqlen_q = p.max_seqlen_q;
+  p.seqlen_k = p.max_seqlen_k;
+  p.total_q = static_cast<int64_t>(total_q);
+  p.head_size = static_cast<int>(head_size);
+  p.softmax_scale = op.softmax_scale;
+  p.softcap = op.softcap.value_or(0.0f);
+  bind_alibi(plan, op.alibi_slopes);
+  if (op.mm_prefix_ranges) {
+    const Tensor& m = *op.mm_prefix_ranges;
+    p.mm_prefix_ranges = static_cast<const int32_t*>(m.data_ptr());
+    p.mm_batch_stride = m.stride()[0];
+    p.mm_range_stride = m.stride()[1];
+    p.mm_max_ranges = to_i32(kVarlenOp, "max_ranges", m.dim(1));
+  }
+  convert_windows(p, op.window_size_left, op.window_size_right, op.max_seqlen_k,
+                  op.mm_prefix_ranges.has_value());
+  return plan;
+}
+
+AttnPlan plan_batched(const FlashAttn& op, const Tensor& q, const Tensor& k, const Tensor& v) {
+  AttnPlan plan;
+  auto& p = plan.params;
+  // 0. devices, q's dtype
+  check_devices_and_dtype(kBatchedOp, q, k, v);
+  const Device dev = q.device();
+  // 1. k, v dtypes
+  check_kv_dtypes(q, k, v);
+  // 2. ranks
+  if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4)
+    fail("flash-attn expects input tensors of rank 4 (q: " + std::to_string(q.rank()) + ", k: " +
+         std::to_string(k.rank()) + ", v: " + std::to_string(v.rank()));
+  // 3. last-dim strides
+  check_last_dim_strides(q, k, v);
+  // 4. shapes
+  const auto [batch, seqlen_q, num_heads, head_size] = q.shape().dims4();
+  const auto kd = k.shape().dims4();
+  const std::array<size_t, 4> expected_kv{batch, kd[1], kd[2], head_size};
+  if (kd != expected_kv) fail("shape mismatch q " + dims_str(q) + " and k " + dims_str(k));
+  if (v.shape().dims4() != expected_kv) fail("shape mismatch q " + dims_str(q) + " and v " + dims_str(v));
+  const size_t seqlen_k = kd[1], num_heads_k = kd[2];
+  // 5. head size and head counts
+  check_heads(kBatchedOp, head_size, num_heads, num_heads_k, k);
+  // 6. alibi_slopes
+  check_alibi(op.alibi_slopes, num_heads, dev);
+
+  // ---- wick's stricter checks
+  check_head_size_nonzero(kBatchedOp, head_size, q);
+  p.batch = to_i32(kBatchedOp, "batch size", batch);
+  p.seqlen_q = to_i32(kBatchedOp, "seqlen_q", seqlen_q);
+  p.seqlen_k = to_i32(kBatchedOp, "seqlen_k", seqlen_k);
+  p.num_heads = to_i32(kBatchedOp, "num_heads", num_heads);
+  p.num_heads_k = to_i32(kBatchedOp, "num_heads_k", num_heads_k);
+
+  plan.device = dev;
+  plan.dtype = q.dtype();
+  plan.out_shape = q.shape();
+  plan.lse_shape = Shape{batch, num_heads, seqlen_q};
+  p.dtype = q.dtype() == DType::F16 ? kernels::FlashDType::F16 : kernels::FlashDType::BF16;
+  p.q = q.data_ptr();
+  p.k = k.data_ptr();
+  p.v = v.data_ptr();
+  const auto& qs = q.stride();
+  const auto& ks = k.stride();
+  const auto& vs = v.stride();
+  p.q_batch_stride = qs[0], p.q_row_stride = qs[1], p.q_head_stride = qs[2];
+  p.k_batch_stride = ks[0], p.k_row_stride = ks[1], p.k_head_stride = ks[2];
+  p.v_batch_stride = vs[0], p.v_row_stride = vs[1], p.v_head_stride = vs[2];
+  p.max_seqlen_q = p.seqlen_q;
+  p.max_seqlen_k = p.seqlen_k;
+  p.total_q = static_cast<int64_t>(batch * seqlen_q);
+  p.head_size = static_cast<int>(head_size);
+  p.softmax_scale = op.softmax_scale;
+  p.softcap = op.softcap.value_or(0.0f);
+  bind_alibi(plan, op.alibi_slopes);
+  convert_windows(p, op.window_size_left, op.window_size_right, seqlen_k, false);
+  return plan;
+}
+
+void bind_outputs(AttnPlan& plan, const Tensor& out, const Tensor& lse) {
+  auto& p = plan.params;
+  p.out = out.data_ptr();
+  p.lse = lse.defined() ? static_cast<float*>(lse.data_ptr()) : nullptr;
+  const auto& os = out.stride();
+  if (plan.varlen) {
+    p.o_batch_stride = 0, p.o_row_stride = os[0], p.o_head_stride = os[1];
+    p.lse_batch_stride = 0;
+    p.lse_head_stride = p.total_q;
+  } else {
+    p.o_batch_stride = os[0], p.o_row_stride = os[1], p.o_head_stride = os[2];
+    p.lse_batch_stride = static_cast<int64_t>(p.num_heads) * p.seqlen_q;
+    p.lse_head_stride = p.seqlen_q;
+  }
+}
+
+}  // namespace wick::attention
