@@ -1,0 +1,44 @@
+// Plain-data types shared by wick's elementwise CUDA kernels and the ops that launch them.
+// This header is plain C++ (no CUDA, no Eigen) so ops/*.cpp can build the arguments in any
+// build; the kernels themselves are in kernels/*.cu.
+//
+// Kernel ABI (STYLE.md 6): a base pointer already advanced by the tensor's start_offset, and
+// a StridedView with 64-bit dims and strides in elements. Element i (row-major logical order)
+// of a view lives at ptr[sum_k idx_k(i) * stride[k]].
+#pragma once
+#include <cstdint>
+
+namespace wick::kernels {
+
+// Mirrors wick::DType's order (ops/ static_asserts this) without pulling in Eigen.
+enum class ElemType : int { U8, U32, I16, I32, I64, BF16, F16, F32, F64 };
+
+constexpr int kMaxRank = 8;  // views of higher rank are refused by ops/ with a wick::Error
+
+struct StridedView {
+  int rank = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t stride[kMaxRank] = {};  // elements; 0 for broadcast dims
+  bool contiguous = false;        // true when stride is row-major for dims (fast path)
+};
+
+}  // namespace wick::kernels
+
+namespace wick::kernels {
+// Throws wick::Error(msg); lets .cu files raise errors without including tensor/ (Eigen).
+[[noreturn]] void throw_error(const char* msg);
+}  // namespace wick::kernels
+
+namespace wick::detail {
+[[noreturn]] void throw_cuda_error(int code, const char* expr, const char* file, int line);
+}
+
+// Same definition as tensor/error.h's, so either header may come first.
+#ifndef WICK_CUDA_CHECK
+#define WICK_CUDA_CHECK(expr)                                                          \
+  do {                                                                                 \
+    auto wick_err_ = (expr);                                                           \
+    if (wick_err_ != 0) ::wick::detail::throw_cuda_error(static_cast<int>(wick_err_), \
+                                                         #expr, __FILE__, __LINE__);   \
+  } while (0)
+#endif

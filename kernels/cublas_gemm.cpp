@@ -1,0 +1,72 @@
+#include "kernels/cublas_gemm.h"
+
+#include "tensor/error.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace wick::detail {
+
+void throw_cublas_error(int status, const char* expr, const char* file, int line) {
+  const char* name = cublasGetStatusName(static_cast<cublasStatus_t>(status));
+  throw Error(std::string("cuBLAS error ") + std::to_string(status) + " (" + name + ") in " + expr +
+                   " at " + file + ":" + std::to_string(line));
+}
+
+}  // namespace wick::detail
+
+namespace wick::kernels {
+
+namespace {
+
+// One handle per device, created on first use and kept for the process's life (destroying
+// handles at exit races the CUDA runtime's own teardown).
+cublasHandle_t handle_for(int device) {
+  static std::mutex mu;
+  static std::vector<cublasHandle_t> handles;
+  std::lock_guard<std::mutex> lock(mu);
+  if (device < 0) throw Error("cuBLAS: invalid device " + std::to_string(device));
+  if (static_cast<size_t>(device) >= handles.size()) handles.resize(static_cast<size_t>(device) + 1, nullptr);
+  if (!handles[device]) {
+    WICK_CUDA_CHECK(cudaSetDevice(device));
+    cublasHandle_t h = nullptr;
+    WICK_CUBLAS_CHECK(cublasCreate(&h));
+    WICK_CUBLAS_CHECK(cublasSetStream(h, cudaStreamLegacy));
+    handles[device] = h;
+  }
+  return handles[device];
+}
+
+}  // namespace
+
+void gemm(ElemType type, int device, const CublasGemm& g, const void* A, const void* B, void* C) {
+  if (g.m == 0 || g.n == 0 || g.batch == 0) return;
+  cublasHandle_t h = handle_for(device);
+  WICK_CUDA_CHECK(cudaSetDevice(device));
+  const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cudaDataType_t dt;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  switch (type) {
+    case ElemType::F32: dt = CUDA_R_32F; break;
+    case ElemType::F16: dt = CUDA_R_16F; break;
+    case ElemType::BF16: dt = CUDA_R_16BF; break;
+    case ElemType::F64: dt = CUDA_R_64F; compute = CUBLAS_COMPUTE_64F; break;
+    default: throw Error("cuBLAS gemm: unsupported element type");
+  }
+  const float one_f = 1.0f, zero_f = 0.0f;
+  const double one_d = 1.0, zero_d = 0.0;
+  const bool f64 = type == ElemType::F64;
+  // k == 0: cuBLAS with beta 0 writes zeros, which is the right empty sum.
+  WICK_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+      h, ta, tb, g.m, g.n, g.k, f64 ? static_cast<const void*>(&one_d) : &one_f, A, dt, g.lda, g.stride_a, B, dt,
+      g.ldb, g.stride_b, f64 ? static_cast<const void*>(&zero_d) : &zero_f, C, dt, g.ldc, g.stride_c, g.batch,
+      compute, CUBLAS_GEMM_DEFAULT));
+}
+
+}  // namespace wick::kernels

@@ -1,0 +1,26 @@
+// Batched GEMM through cuBLAS (cublasGemmStridedBatchedEx), one lazily created handle per
+// device, on the legacy default stream. Arguments come from to_cublas() in gemm_layout.h.
+#pragma once
+#include "kernels/common.h"
+#include "kernels/gemm_layout.h"
+
+namespace wick::kernels {
+
+// C = op(A) * op(B) per cuBLAS's column-major convention with the pointers named as cuBLAS
+// names them (A = row-major rhs base, B = row-major lhs base, C = output base), alpha 1,
+// beta 0. F32 (f32 compute), F16/BF16 (f32 compute), F64. Throws wick::Error on any failure.
+void gemm(ElemType type, int device, const CublasGemm& args, const void* A, const void* B, void* C);
+
+}  // namespace wick::kernels
+
+namespace wick::detail {
+[[noreturn]] void throw_cublas_error(int status, const char* expr, const char* file, int line);
+}
+
+// Throws wick::Error with the status name, the expression and file:line when cuBLAS fails.
+#define WICK_CUBLAS_CHECK(expr)                                                        \
+  do {                                                                                 \
+    auto wick_st_ = (expr);                                                            \
+    if (wick_st_ != 0)                                                                 \
+      ::wick::detail::throw_cublas_error(static_cast<int>(wick_st_), #expr, __FILE__, __LINE__); \
+  } while (0)

@@ -1,0 +1,207 @@
+// Elementwise binary ops with numpy broadcasting, comparisons and where. Inputs are read
+// through broadcast views of the output shape (stride 0 on broadcast dims), so no input is
+// ever materialised. Backward rules reduce each gradient back to its input's shape (sum_to):
+//   add: (g, g)   sub: (g, -g)   mul: (g*b, g*a)   div: (g/b, -g*a/b^2)
+//   maximum: g to the larger (ties: lhs)   minimum: g to the smaller (ties: lhs)
+//   where: (none, where(c, g, 0), where(c, 0, g))
+#include <algorithm>
+
+#include "kernels/binary.h"
+#include "ops/op_util.h"
+
+namespace wick {
+
+using namespace ops_detail;
+using kernels::BinaryOp;
+using kernels::CmpOp;
+
+namespace {
+
+using Grads = std::vector<Tensor>;
+
+template <class C>
+C apply(BinaryOp op, C a, C b) {
+  switch (op) {
+    case BinaryOp::Add: return a + b;
+    case BinaryOp::Sub: return a - b;
+    case BinaryOp::Mul: return a * b;
+    case BinaryOp::Div:
+      if constexpr (std::is_integral_v<C>) {
+        if (b == C(0)) throw Error("div: integer division by zero");
+      }
+      return a / b;
+    case BinaryOp::Max: return a < b ? b : a;
+    case BinaryOp::Min: return b < a ? b : a;
+  }
+  return a;
+}
+
+template <class C>
+bool apply(CmpOp op, C a, C b) {
+  switch (op) {
+    case CmpOp::Eq: return a == b;
+    case CmpOp::Ne: return a != b;
+    case CmpOp::Lt: return a < b;
+    case CmpOp::Le: return a <= b;
+    case CmpOp::Gt: return a > b;
+    case CmpOp::Ge: return a >= b;
+  }
+  return false;
+}
+
+// Checks device, dtype and broadcast; returns the output shape.
+Shape check_binary(const char* name, const Tensor& a, const Tensor& b) {
+  check_defined(name, a);
+  check_defined(name, b);
+  check_same_device(name, a, b);
+  check_same_dtype(name, a, b);
+  return broadcast_shape(name, a.shape(), b.shape());
+}
+
+// Op is BinaryOp (out has the inputs' dtype) or CmpOp (out is U8).
+template <class Op>
+Tensor binary_fwd(const char* name, Op op, const Tensor& a, const Tensor& b) {
+  constexpr bool kCmp = std::is_same_v<Op, CmpOp>;
+  Shape shape = check_binary(name, a, b);
+  Tensor out = Tensor::empty(shape, kCmp ? DType::U8 : a.dtype(), a.device());
+  if (out.elem_count() == 0) return out;
+  Layout la = a.layout().broadcast_as(shape), lb = b.layout().broadcast_as(shape);
+  if (a.device().is_cpu()) {
+    visit_dtype(a.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      using C = compute_t<T>;
+      const T* pa = cpu_base<T>(a);
+      const T* pb = cpu_base<T>(b);
+      using Out = std::conditional_t<kCmp, uint8_t, T>;
+      Out* o = cpu_base_mut<Out>(out);
+      for_each_offsets<2>({&la, &lb}, [&](size_t i, const std::array<size_t, 2>& off) {
+        C r = static_cast<C>(pa[off[0]]), s = static_cast<C>(pb[off[1]]);
+        if constexpr (kCmp) o[i] = apply<C>(op, r, s) ? 1 : 0;
+        else o[i] = static_cast<T>(apply<C>(op, r, s));
+      });
+    });
+    return out;
+  }
+#ifdef WICK_WITH_CUDA
+  set_current_device(a.device());
+  const int64_t n = static_cast<int64_t>(out.elem_count());
+  if constexpr (kCmp)
+    kernels::compare(op, ktype(a.dtype()), a.data_ptr(), kview(name, la), b.data_ptr(), kview(name, lb),
+                     static_cast<uint8_t*>(out.data_ptr()), n);
+  else
+    kernels::binary(op, ktype(a.dtype()), a.data_ptr(), kview(name, la), b.data_ptr(), kview(name, lb),
+                    out.data_ptr(), n);
+#else
+  no_cuda(name);
+#endif
+  return out;
+}
+
+Tensor zeros_like(const Tensor& t) { return Tensor::zeros(t.shape(), t.dtype(), t.device()); }
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Shape sa = a.shape(), sb = b.shape();
+  return autograd::record(binary_fwd("add", BinaryOp::Add, a, b), "add", {a, b}, [sa, sb](const Tensor& g) {
+    return Grads{sum_to(g, sa), sum_to(g, sb)};
+  });
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Shape sa = a.shape(), sb = b.shape();
+  return autograd::record(binary_fwd("sub", BinaryOp::Sub, a, b), "sub", {a, b}, [sa, sb](const Tensor& g) {
+    return Grads{sum_to(g, sa), sum_to(neg(g), sb)};
+  });
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor ad = a.detach(), bd = b.detach();
+  return autograd::record(binary_fwd("mul", BinaryOp::Mul, a, b), "mul", {a, b}, [ad, bd](const Tensor& g) {
+    return Grads{sum_to(mul(g, bd), ad.shape()), sum_to(mul(g, ad), bd.shape())};
+  });
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor ad = a.detach(), bd = b.detach();
+  return autograd::record(binary_fwd("div", BinaryOp::Div, a, b), "div", {a, b}, [ad, bd](const Tensor& g) {
+    Tensor ga = div(g, bd);
+    return Grads{sum_to(ga, ad.shape()), sum_to(neg(div(mul(ga, ad), bd)), bd.shape())};
+  });
+}
+
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  Tensor ad = a.detach(), bd = b.detach();
+  return autograd::record(binary_fwd("maximum", BinaryOp::Max, a, b), "maximum", {a, b},
+                          [ad, bd](const Tensor& g) {
+                            Tensor z = zeros_like(g);
+                            Tensor take_a = ge(ad, bd);
+                            return Grads{sum_to(where(take_a, g, z), ad.shape()),
+                                         sum_to(where(take_a, z, g), bd.shape())};
+                          });
+}
+
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  Tensor ad = a.detach(), bd = b.detach();
+  return autograd::record(binary_fwd("minimum", BinaryOp::Min, a, b), "minimum", {a, b},
+                          [ad, bd](const Tensor& g) {
+                            Tensor z = zeros_like(g);
+                            Tensor take_a = le(ad, bd);
+                            return Grads{sum_to(where(take_a, g, z), ad.shape()),
+                                         sum_to(where(take_a, z, g), bd.shape())};
+                          });
+}
+
+Tensor eq(const Tensor& a, const Tensor& b) { return binary_fwd("eq", CmpOp::Eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return binary_fwd("ne", CmpOp::Ne, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return binary_fwd("lt", CmpOp::Lt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return binary_fwd("le", CmpOp::Le, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return binary_fwd("gt", CmpOp::Gt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return binary_fwd("ge", CmpOp::Ge, a, b); }
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  check_defined("where", cond);
+  Shape ab = check_binary("where", a, b);
+  check_same_device("where", cond, a);
+  if (cond.dtype() != DType::U8)
+    throw Error(std::string("where: condition must be U8, got ") + dtype_name(cond.dtype()));
+  Shape shape = broadcast_shape("where", cond.shape(), ab);
+  Tensor out = Tensor::empty(shape, a.dtype(), a.device());
+  Layout lc = cond.layout().broadcast_as(shape), la = a.layout().broadcast_as(shape),
+         lb = b.layout().broadcast_as(shape);
+  if (out.elem_count() == 0) {
+  } else if (a.device().is_cpu()) {
+    visit_dtype(a.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      const uint8_t* pc = cpu_base<uint8_t>(cond);
+      const T* pa = cpu_base<T>(a);
+      const T* pb = cpu_base<T>(b);
+      T* o = cpu_base_mut<T>(out);
+      for_each_offsets<3>({&lc, &la, &lb}, [&](size_t i, const std::array<size_t, 3>& off) {
+        o[i] = pc[off[0]] ? pa[off[1]] : pb[off[2]];
+      });
+    });
+  } else {
+#ifdef WICK_WITH_CUDA
+    set_current_device(a.device());
+    kernels::where(ktype(a.dtype()), static_cast<const uint8_t*>(cond.data_ptr()), kview("where", lc),
+                   a.data_ptr(), kview("where", la), b.data_ptr(), kview("where", lb), out.data_ptr(),
+                   static_cast<int64_t>(out.elem_count()));
+#else
+    no_cuda("where");
+#endif
+  }
+  Tensor cd = cond.detach();
+  Shape sa = a.shape(), sb = b.shape();
+  return autograd::record(out, "where", {cond, a, b}, [cd, sa, sb](const Tensor& g) {
+    Tensor z = zeros_like(g);
+    return Grads{Tensor(), sum_to(where(cd, g, z), sa), sum_to(where(cd, z, g), sb)};
+  });
+}
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+
+}  // namespace wick

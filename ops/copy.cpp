@@ -1,0 +1,133 @@
+// Copies between layouts, dtypes and devices: Tensor::contiguous/copy/to_dtype/to_device,
+// cast and copy_into. Backward: a copy passes grad through; a cast casts it back; a device
+// move moves it back.
+#include "kernels/copy.h"
+#include "ops/op_util.h"
+
+namespace wick {
+
+using namespace ops_detail;
+
+namespace {
+
+// Fixed-width stand-ins so one copy loop serves every dtype of a size.
+template <size_t N> struct Bytes;
+template <> struct Bytes<1> { using type = uint8_t; };
+template <> struct Bytes<2> { using type = uint16_t; };
+template <> struct Bytes<4> { using type = uint32_t; };
+template <> struct Bytes<8> { using type = uint64_t; };
+
+template <size_t N>
+void cpu_copy(const Tensor& dst, const Tensor& src) {
+  using U = typename Bytes<N>::type;
+  U* d = cpu_base_mut<U>(dst);
+  const U* s = cpu_base<U>(src);
+  if (dst.is_contiguous() && src.is_contiguous()) {
+    std::memcpy(d + dst.layout().start_offset(), s + src.layout().start_offset(), src.elem_count() * N);
+    return;
+  }
+  for_each_offsets<2>({&dst.layout(), &src.layout()},
+                      [&](size_t, const std::array<size_t, 2>& o) { d[o[0]] = s[o[1]]; });
+}
+
+template <class D, class S>
+D convert(S s) {
+  if constexpr (std::is_integral_v<D> && std::is_integral_v<S>) return static_cast<D>(s);
+  else if constexpr (std::is_integral_v<S>) return static_cast<D>(static_cast<double>(s));
+  else if constexpr (std::is_integral_v<D>) return static_cast<D>(static_cast<double>(s));
+  else if constexpr (std::is_same_v<S, double> || std::is_same_v<D, double>)
+    return static_cast<D>(static_cast<double>(s));
+  else return static_cast<D>(static_cast<float>(s));  // float, f16, bf16 among themselves
+}
+
+void cpu_cast(const Tensor& src, const Tensor& out) {
+  visit_dtype(src.dtype(), [&](auto s0) {
+    using S = decltype(s0);
+    visit_dtype(out.dtype(), [&](auto d0) {
+      using D = decltype(d0);
+      const S* s = cpu_base<S>(src);
+      D* d = cpu_base_mut<D>(out);
+      for_each_offset(src.layout(), [&](size_t i, size_t off) { d[i] = convert<D>(s[off]); });
+    });
+  });
+}
+
+}  // namespace
+
+void copy_into(const Tensor& dst, const Tensor& src) {
+  check_defined("copy_into", dst);
+  check_defined("copy_into", src);
+  check_same_device("copy_into", dst, src);
+  check_same_dtype("copy_into", dst, src);
+  if (!(dst.shape() == src.shape())) throw_shape_mismatch("copy_into", dst.shape(), src.shape());
+  const size_t es = dtype_size(src.dtype());
+  if (src.elem_count() == 0) return;
+  if (src.device().is_cpu()) {
+    switch (es) {
+      case 1: cpu_copy<1>(dst, src); break;
+      case 2: cpu_copy<2>(dst, src); break;
+      case 4: cpu_copy<4>(dst, src); break;
+      default: cpu_copy<8>(dst, src); break;
+    }
+    return;
+  }
+#ifdef WICK_WITH_CUDA
+  set_current_device(src.device());
+  kernels::copy_strided(es, src.data_ptr(), kview("copy", src.layout()), dst.data_ptr(),
+                        kview("copy", dst.layout()), static_cast<int64_t>(src.elem_count()));
+#else
+  no_cuda("copy");
+#endif
+}
+
+Tensor Tensor::copy() const {
+  check_defined("copy", *this);
+  Tensor out = Tensor::empty(shape(), dtype(), device());
+  copy_into(out, detach());
+  return autograd::record(out, "copy", {*this}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
+}
+
+Tensor Tensor::contiguous() const {
+  check_defined("contiguous", *this);
+  return is_contiguous() ? *this : copy();
+}
+
+Tensor cast(const Tensor& x, DType dtype) {
+  check_defined("to_dtype", x);
+  if (x.dtype() == dtype) return x;
+  Tensor out = Tensor::empty(x.shape(), dtype, x.device());
+  if (x.elem_count() > 0) {
+    if (x.device().is_cpu()) {
+      cpu_cast(x, out);
+    } else {
+#ifdef WICK_WITH_CUDA
+      set_current_device(x.device());
+      kernels::cast(ktype(x.dtype()), x.data_ptr(), kview("to_dtype", x.layout()), ktype(dtype),
+                    out.data_ptr(), static_cast<int64_t>(x.elem_count()));
+#else
+      no_cuda("to_dtype");
+#endif
+    }
+  }
+  const DType from = x.dtype();
+  return autograd::record(out, "to_dtype", {x}, [from](const Tensor& g) {
+    return std::vector<Tensor>{cast(g, from)};
+  });
+}
+
+Tensor Tensor::to_dtype(DType dtype) const { return cast(*this, dtype); }
+
+Tensor Tensor::to_device(Device device) const {
+  check_defined("to_device", *this);
+  if (this->device() == device) return *this;
+  Tensor src = detach().contiguous();
+  Tensor out = Tensor::empty(shape(), dtype(), device);
+  const size_t es = dtype_size(dtype());
+  Storage::copy(*src.storage(), src.layout().start_offset() * es, *out.storage(), 0, elem_count() * es);
+  const Device from = this->device();
+  return autograd::record(out, "to_device", {*this}, [from](const Tensor& g) {
+    return std::vector<Tensor>{g.to_device(from)};
+  });
+}
+
+}  // namespace wick

@@ -1,0 +1,87 @@
+#include "ops/op_util.h"
+
+#include <algorithm>
+
+namespace wick::ops_detail {
+
+static_assert(static_cast<int>(kernels::ElemType::F64) == static_cast<int>(DType::F64) &&
+                  static_cast<int>(kernels::ElemType::U8) == static_cast<int>(DType::U8) &&
+                  static_cast<int>(kernels::ElemType::BF16) == static_cast<int>(DType::BF16),
+              "kernels::ElemType must mirror wick::DType");
+
+void unsupported(const std::string& op, DType dtype, const Device& device) {
+  throw Error(op + ": unsupported dtype " + dtype_name(dtype) + " on " + to_string(device));
+}
+
+void no_cuda(const std::string& op) {
+  throw Error(op + ": this build of wick has no CUDA support (configure with WICK_CUDA=ON)");
+}
+
+void check_defined(const std::string& op, const Tensor& t) {
+  if (!t.defined()) throw Error(op + ": the tensor is empty (default-constructed)");
+}
+
+void check_same_device(const std::string& op, const Tensor& lhs, const Tensor& rhs) {
+  if (!(lhs.device() == rhs.device())) throw_device_mismatch(op, lhs.device(), rhs.device());
+}
+
+void check_same_dtype(const std::string& op, const Tensor& lhs, const Tensor& rhs) {
+  if (lhs.dtype() != rhs.dtype())
+    throw Error("dtype mismatch in " + op + ", lhs: " + dtype_name(lhs.dtype()) +
+                ", rhs: " + dtype_name(rhs.dtype()));
+}
+
+void throw_shape_mismatch(const std::string& op, const Shape& lhs, const Shape& rhs) {
+  throw Error("shape mismatch in " + op + ", lhs: " + to_string(lhs) + ", rhs: " + to_string(rhs));
+}
+
+Shape broadcast_shape(const std::string& op, const Shape& a, const Shape& b) {
+  const size_t r = std::max(a.rank(), b.rank());
+  std::vector<size_t> out(r);
+  for (size_t i = 0; i < r; ++i) {
+    // Align from the right; missing leading dims count as 1.
+    size_t da = i < r - a.rank() ? 1 : a[i - (r - a.rank())];
+    size_t db = i < r - b.rank() ? 1 : b[i - (r - b.rank())];
+    if (da != db && da != 1 && db != 1) throw_shape_mismatch(op, a, b);
+    out[i] = da == 1 ? db : da;
+  }
+  return Shape(out);
+}
+
+void check_dim(const std::string& op, const Tensor& x, size_t dim) {
+  if (dim >= x.rank())
+    throw Error(op + ": dim " + std::to_string(dim) + " out of range for shape " + to_string(x.shape()));
+}
+
+void require_float(const std::string& op, const Tensor& x) {
+  if (!is_float(x.dtype())) unsupported(op, x.dtype(), x.device());
+}
+
+kernels::StridedView kview(const std::string& op, const Layout& l) {
+  if (l.rank() > static_cast<size_t>(kernels::kMaxRank))
+    throw Error(op + ": shape " + to_string(l.shape()) + " has rank " + std::to_string(l.rank()) +
+                ", CUDA kernels take at most " + std::to_string(kernels::kMaxRank) +
+                " dims (call contiguous() and reshape first)");
+  kernels::StridedView v;
+  v.rank = static_cast<int>(l.rank());
+  for (size_t i = 0; i < l.rank(); ++i) {
+    v.dims[i] = static_cast<int64_t>(l.dims()[i]);
+    v.stride[i] = l.stride()[i];
+  }
+  v.contiguous = l.is_contiguous();
+  return v;
+}
+
+std::vector<size_t> check_dims(const std::string& op, const Tensor& x, const std::vector<size_t>& dims) {
+  std::vector<size_t> s = dims;
+  std::sort(s.begin(), s.end());
+  for (size_t i = 0; i < s.size(); ++i) {
+    check_dim(op, x, s[i]);
+    if (i > 0 && s[i] == s[i - 1])
+      throw Error(op + ": dim " + std::to_string(s[i]) + " appears twice in " + to_string(dims) +
+                  " for shape " + to_string(x.shape()));
+  }
+  return s;
+}
+
+}  // namespace wick::ops_detail

@@ -1,0 +1,167 @@
+// Joining and gathering: cat, index_select, embedding.
+// Backward rules:
+//   cat:          input i gets g.narrow(dim, offset_i, size_i)
+//   index_select: dx = zeros(x) with dx[.., idx[j], ..] += g[.., j, ..] (repeats accumulate),
+//                 computed in f32 for f16/bf16; the indices get no gradient
+#include <numeric>
+
+#include "kernels/index.h"
+#include "ops/op_util.h"
+
+namespace wick {
+
+using namespace ops_detail;
+
+namespace {
+
+using Grads = std::vector<Tensor>;
+
+struct Split {  // x viewed as contiguous (outer, dim, inner)
+  size_t outer = 1, dim = 1, inner = 1;
+};
+Split split_at(const Shape& s, size_t dim) {
+  Split p;
+  for (size_t i = 0; i < dim; ++i) p.outer *= s[i];
+  p.dim = s[dim];
+  for (size_t i = dim + 1; i < s.rank(); ++i) p.inner *= s[i];
+  return p;
+}
+
+// Validates the indices and returns them as a contiguous I64 tensor on their device, plus
+// a host copy. Every index must be in [0, size).
+std::pair<Tensor, std::vector<int64_t>> checked_indices(const char* name, const Tensor& idx, size_t size,
+                                                        size_t dim, const Shape& x_shape) {
+  const DType dt = idx.dtype();
+  if (dt != DType::U32 && dt != DType::I32 && dt != DType::I64)
+    throw Error(std::string(name) + ": indices must be U32, I32 or I64, got " + dtype_name(dt));
+  Tensor i64 = cast(idx.detach(), DType::I64).contiguous();
+  std::vector<int64_t> host = i64.to_vec<int64_t>();
+  for (int64_t v : host)
+    if (v < 0 || static_cast<size_t>(v) >= size)
+      throw Error(std::string(name) + ": index " + std::to_string(v) + " out of range for dim " +
+                  std::to_string(dim) + " of size " + std::to_string(size) + " (shape " + to_string(x_shape) + ")");
+  return {i64, host};
+}
+
+// dst (contiguous, F32/F64, outer x dim x inner) += scatter of src (outer x n x inner) at idx.
+void index_add(const Tensor& dst, const Tensor& idx, const std::vector<int64_t>& host_idx, const Tensor& src,
+               const Split& p) {
+  const size_t n = host_idx.size();
+  if (dst.device().is_cpu()) {
+    visit_float("index_add", dst, [&](auto zero) {
+      using T = decltype(zero);
+      T* d = cpu_base_mut<T>(dst) + dst.layout().start_offset();
+      const T* s = cpu_base<T>(src) + src.layout().start_offset();
+      for (size_t o = 0; o < p.outer; ++o)
+        for (size_t j = 0; j < n; ++j) {
+          T* drow = d + (o * p.dim + static_cast<size_t>(host_idx[j])) * p.inner;
+          const T* srow = s + (o * n + j) * p.inner;
+          for (size_t i = 0; i < p.inner; ++i) drow[i] += srow[i];
+        }
+    });
+    return;
+  }
+#ifdef WICK_WITH_CUDA
+  set_current_device(dst.device());
+  kernels::index_add(ktype(dst.dtype()), dst.data_ptr(), static_cast<int64_t>(p.outer), static_cast<int64_t>(p.dim),
+                     static_cast<int64_t>(p.inner), static_cast<const int64_t*>(idx.data_ptr()),
+                     static_cast<int64_t>(n), src.data_ptr());
+#else
+  no_cuda("index_add");
+#endif
+}
+
+}  // namespace
+
+Tensor cat(const std::vector<Tensor>& ts, size_t dim) {
+  if (ts.empty()) throw Error("cat: empty list of tensors");
+  const Tensor& first = ts[0];
+  check_defined("cat", first);
+  check_dim("cat", first, dim);
+  size_t total = 0;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    check_defined("cat", ts[i]);
+    check_same_device("cat", first, ts[i]);
+    check_same_dtype("cat", first, ts[i]);
+    bool ok = ts[i].rank() == first.rank();
+    for (size_t d = 0; ok && d < first.rank(); ++d) ok = d == dim || ts[i].dim(d) == first.dim(d);
+    if (!ok)
+      throw Error("shape mismatch in cat for dim " + std::to_string(dim) + ", shape for arg 1: " +
+                  to_string(first.shape()) + " shape for arg " + std::to_string(i + 1) + ": " +
+                  to_string(ts[i].shape()));
+    total += ts[i].dim(dim);
+  }
+  std::vector<size_t> d = first.dims();
+  d[dim] = total;
+  Tensor out = Tensor::empty(Shape(d), first.dtype(), first.device());
+  std::vector<size_t> offsets, sizes;
+  size_t off = 0;
+  for (const Tensor& t : ts) {
+    copy_into(out.narrow(dim, off, t.dim(dim)), t.detach());
+    offsets.push_back(off);
+    sizes.push_back(t.dim(dim));
+    off += t.dim(dim);
+  }
+  return autograd::record(out, "cat", ts, [dim, offsets, sizes](const Tensor& g) {
+    Grads gs;
+    for (size_t i = 0; i < offsets.size(); ++i) gs.push_back(g.narrow(dim, offsets[i], sizes[i]).contiguous());
+    return gs;
+  });
+}
+
+Tensor index_select(const Tensor& x, const Tensor& indices, size_t dim) {
+  check_defined("index_select", x);
+  check_defined("index_select", indices);
+  check_same_device("index_select", x, indices);
+  check_dim("index_select", x, dim);
+  if (indices.rank() != 1)
+    throw Error("index_select: indices must have rank 1, got shape " + to_string(indices.shape()));
+  auto [idx, host] = checked_indices("index_select", indices, x.dim(dim), dim, x.shape());
+  const Split p = split_at(x.shape(), dim);
+  std::vector<size_t> od = x.dims();
+  od[dim] = host.size();
+  Tensor out = Tensor::empty(Shape(od), x.dtype(), x.device());
+  if (out.elem_count() > 0) {
+    Tensor xc = x.detach().contiguous();
+    const size_t es = dtype_size(x.dtype());
+    if (x.device().is_cpu()) {
+      const char* src = static_cast<const char*>(xc.data_ptr());
+      char* dst = static_cast<char*>(out.data_ptr());
+      const size_t row = p.inner * es;
+      for (size_t o = 0; o < p.outer; ++o)
+        for (size_t j = 0; j < host.size(); ++j)
+          std::memcpy(dst + (o * host.size() + j) * row, src + (o * p.dim + static_cast<size_t>(host[j])) * row, row);
+    } else {
+#ifdef WICK_WITH_CUDA
+      set_current_device(x.device());
+      kernels::index_select(es, xc.data_ptr(), static_cast<int64_t>(p.outer), static_cast<int64_t>(p.dim),
+                            static_cast<int64_t>(p.inner), static_cast<const int64_t*>(idx.data_ptr()),
+                            static_cast<int64_t>(host.size()), out.data_ptr());
+#else
+      no_cuda("index_select");
+#endif
+    }
+  }
+  Shape xs = x.shape();
+  const DType dt = x.dtype();
+  return autograd::record(out, "index_select", {x, indices}, [xs, dt, idx, host, dim](const Tensor& g) {
+    const DType acc = dt == DType::F64 ? DType::F64 : DType::F32;
+    Tensor dx = Tensor::zeros(xs, acc, g.device());
+    Tensor gc = cast(g, acc).contiguous();
+    index_add(dx, idx, host, gc, split_at(xs, dim));
+    return Grads{cast(dx, dt), Tensor()};
+  });
+}
+
+Tensor embedding(const Tensor& ids, const Tensor& table) {
+  check_defined("embedding", ids);
+  check_defined("embedding", table);
+  if (table.rank() != 2)
+    throw Error("embedding: table must have rank 2 (vocab, hidden), got shape " + to_string(table.shape()));
+  Tensor flat = ids.contiguous().reshape(Shape{ids.elem_count()});
+  std::vector<size_t> od = ids.dims();
+  od.push_back(table.dim(1));
+  return index_select(table, flat, 0).reshape(Shape(od));
+}
+
+}  // namespace wick
