@@ -1,0 +1,107 @@
+// Index maps (n = output elements, grid-stride):
+//   binary:  out[i] = op(l[view_offset(lv, i)], r[view_offset(rv, i)])
+//   compare: out[i] = op(l[...], r[...]) ? 1 : 0   (uint8)
+//   where:   out[i] = c[view_offset(cv, i)] ? a[view_offset(av, i)] : b[view_offset(bv, i)]
+// Broadcast inputs arrive as views with stride 0 on broadcast dims. Mirrors ops/binary.cpp.
+#include <type_traits>
+
+#include "kernels/binary.h"
+#include "kernels/device_utils.h"
+
+namespace wick::kernels {
+
+namespace {
+
+template <class C>
+__device__ C apply(BinaryOp op, C a, C b) {
+  switch (op) {
+    case BinaryOp::Add: return a + b;
+    case BinaryOp::Sub: return a - b;
+    case BinaryOp::Mul: return a * b;
+    case BinaryOp::Div:
+      if constexpr (std::is_integral_v<C>) return b == C(0) ? C(0) : C(a / b);
+      else return a / b;
+    case BinaryOp::Max: return a < b ? b : a;
+    case BinaryOp::Min: return b < a ? b : a;
+  }
+  return a;
+}
+
+template <class C>
+__device__ bool apply(CmpOp op, C a, C b) {
+  switch (op) {
+    case CmpOp::Eq: return a == b;
+    case CmpOp::Ne: return a != b;
+    case CmpOp::Lt: return a < b;
+    case CmpOp::Le: return a <= b;
+    case CmpOp::Gt: return a > b;
+    case CmpOp::Ge: return a >= b;
+  }
+  return false;
+}
+
+template <class T>
+__global__ void binary_kernel(BinaryOp op, const T* l, StridedView lv, const T* r, StridedView rv, T* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = store<T>(apply<acc_t<T>>(op, load(l[view_offset(lv, i)]), load(r[view_offset(rv, i)])));
+}
+
+template <class T>
+__global__ void compare_kernel(CmpOp op, const T* l, StridedView lv, const T* r, StridedView rv, uint8_t* out,
+                               int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = apply<acc_t<T>>(op, load(l[view_offset(lv, i)]), load(r[view_offset(rv, i)])) ? 1 : 0;
+}
+
+template <class T>
+__global__ void where_kernel(const uint8_t* c, StridedView cv, const T* a, StridedView av, const T* b, StridedView bv,
+                             T* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = c[view_offset(cv, i)] ? a[view_offset(av, i)] : b[view_offset(bv, i)];
+}
+
+}  // namespace
+
+void binary(BinaryOp op, ElemType type, const void* l, const StridedView& lv, const void* r, const StridedView& rv,
+            void* out, int64_t n) {
+  if (n == 0) return;
+  visit_all(type, [&](auto zero) {
+    using T = decltype(zero);
+    binary_kernel<T><<<blocks_for(n), kThreads, 0, cudaStreamLegacy>>>(op, static_cast<const T*>(l), lv,
+                                                                       static_cast<const T*>(r), rv,
+                                                                       static_cast<T*>(out), n);
+  });
+  WICK_CUDA_CHECK(cudaGetLastError());
+}
+
+void compare(CmpOp op, ElemType type, const void* l, const StridedView& lv, const void* r, const StridedView& rv,
+             uint8_t* out, int64_t n) {
+  if (n == 0) return;
+  visit_all(type, [&](auto zero) {
+    using T = decltype(zero);
+    compare_kernel<T><<<blocks_for(n), kThreads, 0, cudaStreamLegacy>>>(op, static_cast<const T*>(l), lv,
+                                                                        static_cast<const T*>(r), rv, out, n);
+  });
+  WICK_CUDA_CHECK(cudaGetLastError());
+}
+
+void where(ElemType type, const uint8_t* c, const StridedView& cv, const void* a, const StridedView& av, const void* b,
+           const StridedView& bv, void* out, int64_t n) {
+  if (n == 0) return;
+  // where only moves elements, so one instance per element size serves every type.
+  auto launch = [&](auto zero) {
+    using U = decltype(zero);
+    where_kernel<U><<<blocks_for(n), kThreads, 0, cudaStreamLegacy>>>(c, cv, static_cast<const U*>(a), av,
+                                                                      static_cast<const U*>(b), bv,
+                                                                      static_cast<U*>(out), n);
+  };
+  switch (type) {
+    case ElemType::U8: launch(uint8_t{}); break;
+    case ElemType::I16: case ElemType::F16: case ElemType::BF16: launch(uint16_t{}); break;
+    case ElemType::U32: case ElemType::I32: case ElemType::F32: launch(uint32_t{}); break;
+    default: launch(uint64_t{}); break;
+  }
+  WICK_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace wick::kernels

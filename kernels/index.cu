@@ -1,0 +1,66 @@
+// Index maps over the output / source element e = (o * n_idx + j) * inner + i, grid-stride:
+//   index_select: out[e] = x[(o * dim + idx[j]) * inner + i]
+//   index_add:    dst[(o * dim + idx[j]) * inner + i] += src[e]   (atomicAdd)
+// idx is int64 and range-checked on the host.
+#include "kernels/device_utils.h"
+#include "kernels/index.h"
+
+namespace wick::kernels {
+
+namespace {
+
+template <class U>
+__global__ void select_kernel(const U* x, int64_t dim, int64_t inner, const int64_t* idx, int64_t n_idx, U* out,
+                              int64_t n) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = e % inner, j = (e / inner) % n_idx, o = e / (inner * n_idx);
+    out[e] = x[(o * dim + idx[j]) * inner + i];
+  }
+}
+
+template <class T>
+__global__ void add_kernel(T* dst, int64_t dim, int64_t inner, const int64_t* idx, int64_t n_idx, const T* src,
+                           int64_t n) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = e % inner, j = (e / inner) % n_idx, o = e / (inner * n_idx);
+    atomicAdd(dst + (o * dim + idx[j]) * inner + i, src[e]);
+  }
+}
+
+}  // namespace
+
+void index_select(size_t elem_size, const void* x, int64_t outer, int64_t dim, int64_t inner, const int64_t* idx,
+                  int64_t n_idx, void* out) {
+  const int64_t n = outer * n_idx * inner;
+  if (n == 0) return;
+  auto launch = [&](auto zero) {
+    using U = decltype(zero);
+    select_kernel<U><<<blocks_for(n), kThreads, 0, cudaStreamLegacy>>>(static_cast<const U*>(x), dim, inner, idx,
+                                                                       n_idx, static_cast<U*>(out), n);
+  };
+  switch (elem_size) {
+    case 1: launch(uint8_t{}); break;
+    case 2: launch(uint16_t{}); break;
+    case 4: launch(uint32_t{}); break;
+    case 8: launch(uint64_t{}); break;
+    default: throw_error("index_select kernel: element size must be 1, 2, 4 or 8");
+  }
+  WICK_CUDA_CHECK(cudaGetLastError());
+}
+
+void index_add(ElemType type, void* dst, int64_t outer, int64_t dim, int64_t inner, const int64_t* idx, int64_t n_idx,
+               const void* src) {
+  const int64_t n = outer * n_idx * inner;
+  if (n == 0) return;
+  if (type == ElemType::F32)
+    add_kernel<float><<<blocks_for(n), kThreads, 0, cudaStreamLegacy>>>(static_cast<float*>(dst), dim, inner, idx,
+                                                                        n_idx, static_cast<const float*>(src), n);
+  else if (type == ElemType::F64)
+    add_kernel<double><<<blocks_for(n), kThreads, 0, cudaStreamLegacy>>>(static_cast<double*>(dst), dim, inner, idx,
+                                                                         n_idx, static_cast<const double*>(src), n);
+  else
+    throw_error("index_add kernel: F32 or F64 only");
+  WICK_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace wick::kernels
