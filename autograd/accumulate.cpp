@@ -1,25 +1,9 @@
 #include "autograd/accumulate.h"
 
-#include <vector>
-
 #include "autograd/node.h"
+#include "ops/ops.h"
 
 namespace wick::autograd {
-
-namespace {
-// Host-side sum in double, stored back as the gradients' dtype on their device.
-Tensor host_sum(const Tensor& a, const Tensor& b) {
-  std::vector<double> va = a.to_f64_vec();
-  std::vector<double> vb = b.to_f64_vec();
-  for (size_t i = 0; i < va.size(); ++i) va[i] += vb[i];
-  return visit_dtype(a.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    std::vector<T> out(va.size());
-    for (size_t i = 0; i < va.size(); ++i) out[i] = static_cast<T>(va[i]);
-    return Tensor::from_vec<T>(out, a.shape(), a.device());
-  });
-}
-}  // namespace
 
 Tensor add_grads(const Tensor& a, const Tensor& b, const std::string& what) {
   if (a.shape() != b.shape())
@@ -32,7 +16,7 @@ Tensor add_grads(const Tensor& a, const Tensor& b, const std::string& what) {
     throw Error("backward: cannot sum two gradients of " + what + " on " + to_string(a.device()) + " and " +
                 to_string(b.device()));
   NoGradGuard no_grad;  // the sum is a value, never part of a graph
-  return host_sum(a, b);
+  return add(a, b);  // same-shape add: on the gradients' device, no broadcasting
 }
 
 }  // namespace wick::autograd

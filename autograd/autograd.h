@@ -7,3 +7,4 @@
 #include "autograd/grad_store.h"
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
+#include "autograd/optim.h"
