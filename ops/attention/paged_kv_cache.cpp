@@ -1,0 +1,153 @@
+#include "ops/attention/paged_kv_cache.h"
+
+#include <algorithm>
+#include <string>
+
+namespace wick {
+
+namespace {
+[[noreturn]] void fail(const std::string& msg) { throw Error(msg); }
+}  // namespace
+
+PagedKvCache::PagedKvCache(size_t num_blocks, size_t page_block_size, size_t num_heads_k,
+                           size_t head_size, DType dtype, Device device, Layout layout)
+    : num_blocks_(num_blocks), page_(page_block_size), num_heads_k_(num_heads_k),
+      head_size_(head_size), dtype_(dtype), device_(device), layout_(layout) {
+  if (page_block_size == 0 || page_block_size % 32 != 0)
+    fail("PagedKvCache: page_block_size must be a positive multiple of 32 (got " +
+         std::to_string(page_block_size) + ")");
+  if (num_blocks == 0 || num_blocks > static_cast<size_t>(INT32_MAX))
+    fail("PagedKvCache: num_blocks must be in [1, 2^31) (got " + std::to_string(num_blocks) + ")");
+  if (num_heads_k == 0 || head_size == 0)
+    fail("PagedKvCache: num_heads_k and head_size must be positive (got " + std::to_string(num_heads_k) +
+         " and " + std::to_string(head_size) + ")");
+  if (layout == Layout::Interleaved) {
+    storage_tensor_ = Tensor::zeros({num_blocks, 2, page_, num_heads_k, head_size}, dtype, device);
+    k_ = storage_tensor_.narrow(1, 0, 1).squeeze(1);
+    v_ = storage_tensor_.narrow(1, 1, 1).squeeze(1);
+  } else {
+    k_ = Tensor::zeros({num_blocks, page_, num_heads_k, head_size}, dtype, device);
+    v_ = Tensor::zeros({num_blocks, page_, num_heads_k, head_size}, dtype, device);
+  }
+  free_.reserve(num_blocks);
+  for (size_t b = num_blocks; b-- > 0;) free_.push_back(static_cast<int32_t>(b));  // block 0 first
+}
+
+int32_t PagedKvCache::allocate_block() {
+  if (free_.empty())
+    fail("PagedKvCache::allocate_block: all " + std::to_string(num_blocks_) + " blocks are in use");
+  int32_t b = free_.back();
+  free_.pop_back();
+  return b;
+}
+
+void PagedKvCache::release_block(int32_t block) {
+  if (block < 0 || static_cast<size_t>(block) >= num_blocks_)
+    fail("PagedKvCache::release_block: block " + std::to_string(block) + " is outside [0, " +
+         std::to_string(num_blocks_) + ")");
+  if (std::find(free_.begin(), free_.end(), block) != free_.end())
+    fail("PagedKvCache::release_block: block " + std::to_string(block) + " is already free");
+  free_.push_back(block);
+}
+
+const PagedKvCache::Seq& PagedKvCache::seq(const char* fn, uint64_t seq_id) const {
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end())
+    fail(std::string("PagedKvCache::") + fn + ": unknown sequence " + std::to_string(seq_id));
+  return it->second;
+}
+
+size_t PagedKvCache::seq_len(uint64_t seq_id) const { return seq("seq_len", seq_id).len; }
+const std::vector<int32_t>& PagedKvCache::blocks(uint64_t seq_id) const {
+  return seq("blocks", seq_id).blocks;
+}
+
+// Rows [row, row + n) of one block are contiguous in both layouts, as are rows of a
+// contiguous src: one byte copy per (block, tensor).
+void PagedKvCache::write_rows(const Tensor& cache_view, const Tensor& src, int32_t block, size_t row,
+                              size_t src_row, size_t n) {
+  const size_t es = dtype_size(dtype_), row_elems = num_heads_k_ * head_size_;
+  const auto& st = cache_view.stride();
+  const size_t dst_off = cache_view.layout().start_offset() + block * st[0] + row * st[1];
+  const size_t src_off = src.layout().start_offset() + src_row * row_elems;
+  Storage::copy(*src.storage(), src_off * es, *cache_view.storage(), dst_off * es, n * row_elems * es);
+}
+
+void PagedKvCache::append(uint64_t seq_id, const Tensor& k_new, const Tensor& v_new) {
+  const Shape want{k_new.rank() == 3 ? k_new.dim(0) : 0, num_heads_k_, head_size_};
+  for (const Tensor* t : {&k_new, &v_new}) {
+    const char* name = t == &k_new ? "k_new" : "v_new";
+    if (t->rank() != 3 || !(t->shape() == want))
+      fail(std::string("PagedKvCache::append: ") + name + " has shape " + to_string(t->shape()) +
+           ", expected " + to_string(want) + " (n_new, num_heads_k, head_size)");
+    if (t->dtype() != dtype_)
+      fail(std::string("PagedKvCache::append: ") + name + " is " + dtype_name(t->dtype()) +
+           " but the cache holds " + dtype_name(dtype_));
+    if (!(t->device() == device_))
+      fail(std::string("PagedKvCache::append: ") + name + " is on " + to_string(t->device()) +
+           " but the cache is on " + to_string(device_));
+  }
+  const size_t n = k_new.dim(0);
+  auto it = seqs_.find(seq_id);
+  const size_t len = it == seqs_.end() ? 0 : it->second.len;
+  const size_t have = it == seqs_.end() ? 0 : it->second.blocks.size();
+  const size_t need = (len + n + page_ - 1) / page_;
+  // All-or-nothing: count first, so running out leaves the cache as it was.
+  if (need - have > free_.size())
+    fail("PagedKvCache::append: sequence " + std::to_string(seq_id) + " needs " +
+         std::to_string(need - have) + " more blocks of " + std::to_string(page_) + " rows for " +
+         std::to_string(n) + " new tokens but only " + std::to_string(free_.size()) + " of " +
+         std::to_string(num_blocks_) + " blocks are free; free finished sequences or make the cache larger");
+  const Tensor kc = k_new.contiguous(), vc = v_new.contiguous();
+  Seq& s = seqs_[seq_id];
+  while (s.blocks.size() < need) s.blocks.push_back(allocate_block());
+  for (size_t done = 0; done < n;) {
+    const size_t t = s.len + done, row = t % page_;
+    const size_t chunk = std::min(n - done, page_ - row);
+    const int32_t block = s.blocks[t / page_];
+    write_rows(k_, kc, block, row, done, chunk);
+    write_rows(v_, vc, block, row, done, chunk);
+    done += chunk;
+  }
+  s.len += n;
+}
+
+void PagedKvCache::free(uint64_t seq_id) {
+  const Seq& s = seq("free", seq_id);
+  for (auto it = s.blocks.rbegin(); it != s.blocks.rend(); ++it) free_.push_back(*it);
+  seqs_.erase(seq_id);
+}
+
+Tensor PagedKvCache::block_table(const std::vector<uint64_t>& seq_ids, DType dtype) const {
+  if (dtype != DType::I32 && dtype != DType::U32)
+    fail(std::string("PagedKvCache::block_table: dtype must be I32 or U32, got ") + dtype_name(dtype));
+  size_t cols = 1;
+  for (uint64_t id : seq_ids) cols = std::max(cols, seq("block_table", id).blocks.size());
+  std::vector<int32_t> table(seq_ids.size() * cols, 0);
+  for (size_t b = 0; b < seq_ids.size(); ++b) {
+    const auto& blocks = seqs_.at(seq_ids[b]).blocks;
+    std::copy(blocks.begin(), blocks.end(), table.begin() + b * cols);
+  }
+  const Shape shape{seq_ids.size(), cols};
+  if (dtype == DType::U32)
+    return Tensor::from_vec(std::vector<uint32_t>(table.begin(), table.end()), shape, device_);
+  return Tensor::from_vec(table, shape, device_);
+}
+
+Tensor PagedKvCache::seqlens_k(const std::vector<uint64_t>& seq_ids) const {
+  std::vector<uint32_t> cu(seq_ids.size() + 1, 0);
+  for (size_t b = 0; b < seq_ids.size(); ++b)
+    cu[b + 1] = cu[b] + static_cast<uint32_t>(seq("seqlens_k", seq_ids[b]).len);
+  return Tensor::from_vec(cu, Shape{cu.size()}, device_);
+}
+
+void PagedKvCache::bind(FlashAttnVarLen& op, const std::vector<uint64_t>& seq_ids, DType table_dtype) const {
+  op.block_table = block_table(seq_ids, table_dtype);
+  op.seqlens_k = seqlens_k(seq_ids);
+  op.page_block_size = page_;
+  size_t max_len = 0;
+  for (uint64_t id : seq_ids) max_len = std::max(max_len, seqs_.at(id).len);
+  op.max_seqlen_k = max_len;
+}
+
+}  // namespace wick
