@@ -1,6 +1,7 @@
 #include "autograd/optim.h"
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "autograd/node.h"
@@ -9,6 +10,12 @@
 namespace wick::autograd {
 
 namespace {
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 void check_param(const Tensor& p, size_t i, const char* name) {
   std::string where = std::string(name) + ": parameter " + std::to_string(i);
   if (!p.defined()) throw Error(where + " is an empty tensor");
@@ -33,8 +40,8 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions options)
     : Optimizer(std::move(params), "SGD"), o_(options), velocity_(params_.size()) {
   lr_ = o_.lr;
   if (o_.nesterov && (o_.momentum <= 0 || o_.dampening != 0))
-    throw Error("SGD: nesterov needs momentum > 0 and dampening 0 (got momentum " + std::to_string(o_.momentum) +
-                ", dampening " + std::to_string(o_.dampening) + ")");
+    throw Error("SGD: nesterov needs momentum > 0 and dampening 0 (got momentum " + num(o_.momentum) + ", dampening " +
+                num(o_.dampening) + ")");
 }
 
 void SGD::step() {
