@@ -1,0 +1,314 @@
+// flash_bench: times wick's CUDA flash-attention forward on the issue-4 workloads (bf16)
+// with CUDA events: per config, warm-up runs, then the median of many timed runs, rotating
+// among input sets whose total exceeds 3x the L2 cache. Prints one JSON object per line
+// (and writes them to --json FILE): name, ms, tflops (prefill) or gbps (decode / copy).
+//   A  varlen prefill: 32 sequences, lengths U[128, 4096] (fixed LCG seed, the same in
+//      bench/flash_peers.py); d128 h16 and d64 h32; causal and not
+//   B  fixed-length prefill, 16k tokens: seqlen 1k / 4k / 16k, d 64 / 128 / 256, h = 2048 / d
+//   C  A through a paged K/V cache (page 64, shuffled block table)
+//   D  paged decode: one query per sequence, GQA 32/8, d128, page 64, shuffled;
+//      (B, ctx) = (64, 4096), (64, 16384), (128, 8192), (1, 32768); K+V bytes / time
+//   copy: a device-to-device copy of 2 GiB (read + write bytes / time), the bandwidth roof
+// FLOPs: 4 * d * h * (visible query-key pairs); causal counts sq * (sq + 1) / 2 pairs per
+// sequence when sq == sk, the convention torch's and FlashAttention's benchmarks use.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/flash/flash_fwd.h"
+
+using wick::kernels::FlashDType;
+using wick::kernels::FlashFwdParams;
+
+#define CK(expr)                                                                           \
+  do {                                                                                     \
+    cudaError_t e_ = (expr);                                                               \
+    if (e_ != cudaSuccess) {                                                               \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                        \
+    }                                                                                      \
+  } while (0)
+
+namespace {
+
+FILE* g_json = nullptr;
+
+__global__ void fill_random(__nv_bfloat16* x, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint64_t h = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
+    h ^= h >> 31, h *= 0xBF58476D1CE4E5B9ull, h ^= h >> 29;
+    const float u = static_cast<float>(h >> 40) / static_cast<float>(1ull << 24);  // [0, 1)
+    x[i] = __float2bfloat16(2.f * u - 1.f);
+  }
+}
+
+struct Dev {
+  void* p = nullptr;
+  explicit Dev(size_t bytes) { CK(cudaMalloc(&p, std::max<size_t>(bytes, 256))); }
+  ~Dev() { cudaFree(p); }
+  Dev(const Dev&) = delete;
+  Dev& operator=(const Dev&) = delete;
+};
+
+Dev* random_bf16(size_t n, uint64_t seed) {
+  Dev* d = new Dev(n * 2);
+  fill_random<<<1024, 256>>>(static_cast<__nv_bfloat16*>(d->p), n, seed);
+  CK(cudaGetLastError());
+  return d;
+}
+
+// The sequence lengths of workloads A and C: a 64-bit LCG, mirrored in flash_peers.py.
+std::vector<int> varlen_lengths() {
+  uint64_t x = 12345;
+  std::vector<int> v;
+  for (int i = 0; i < 32; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    v.push_back(128 + static_cast<int>((x >> 33) % (4096 - 128 + 1)));
+  }
+  return v;
+}
+
+int l2_bytes() {
+  int dev = 0, l2 = 0;
+  CK(cudaGetDevice(&dev));
+  CK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+  return l2;
+}
+
+// Median milliseconds of fn(set) over rotating input sets.
+template <class F>
+double time_median(F&& fn, int sets) {
+  for (int i = 0; i < 3; ++i) fn(i % sets);
+  CK(cudaDeviceSynchronize());
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  CK(cudaEventRecord(a));
+  fn(0);
+  CK(cudaEventRecord(b));
+  CK(cudaEventSynchronize(b));
+  float first = 0;
+  CK(cudaEventElapsedTime(&first, a, b));
+  const int runs = std::clamp(static_cast<int>(400.0 / std::max(first, 0.01f)), 15, 200);
+  std::vector<cudaEvent_t> ev(2 * runs);
+  for (auto& e : ev) CK(cudaEventCreate(&e));
+  for (int r = 0; r < runs; ++r) {
+    CK(cudaEventRecord(ev[2 * r]));
+    fn(r % sets);
+    CK(cudaEventRecord(ev[2 * r + 1]));
+  }
+  CK(cudaDeviceSynchronize());
+  std::vector<float> ms(runs);
+  for (int r = 0; r < runs; ++r) CK(cudaEventElapsedTime(&ms[r], ev[2 * r], ev[2 * r + 1]));
+  for (auto& e : ev) cudaEventDestroy(e);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(ms.begin(), ms.end());
+  return ms[runs / 2];
+}
+
+void emit(const std::string& name, double ms, const char* unit, double value) {
+  char line[512];
+  std::snprintf(line, sizeof line, "{\"impl\": \"wick\", \"name\": \"%s\", \"ms\": %.5f, \"%s\": %.2f}", name.c_str(),
+                ms, unit, value);
+  std::printf("%s\n", line);
+  std::fflush(stdout);
+  if (g_json) std::fprintf(g_json, "%s\n", line);
+}
+
+// One prefill configuration over varlen or batched inputs, paged or not.
+struct Prefill {
+  std::vector<int> lens;  // per sequence (q and k lengths equal)
+  int h = 16, hk = 16, d = 128;
+  bool causal = false, varlen = true;
+  int page = 0;
+};
+
+double pairs(const Prefill& w) {
+  double s = 0;
+  for (int L : w.lens) s += w.causal ? 0.5 * L * (L + 1.0) : double(L) * L;
+  return s;
+}
+
+double run_prefill(const std::string& name, const Prefill& w) {
+  const int B = static_cast<int>(w.lens.size());
+  std::vector<uint32_t> cu(B + 1, 0);
+  for (int b = 0; b < B; ++b) cu[b + 1] = cu[b] + w.lens[b];
+  const int64_t T = cu[B];
+  const int max_len = *std::max_element(w.lens.begin(), w.lens.end());
+  const size_t q_elems = size_t(T) * w.h * w.d;
+  // paged: blocks for every sequence, shuffled
+  std::vector<int32_t> table;
+  int cols = 0;
+  int64_t kv_rows = T;
+  if (w.page > 0) {
+    cols = (max_len + w.page - 1) / w.page;
+    int64_t blocks = 0;
+    for (int L : w.lens) blocks += (L + w.page - 1) / w.page;
+    std::vector<int32_t> perm(blocks);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), std::mt19937_64(7));
+    table.assign(size_t(B) * cols, 0);
+    int64_t next = 0;
+    for (int b = 0; b < B; ++b)
+      for (int j = 0; j < (w.lens[b] + w.page - 1) / w.page; ++j) table[b * cols + j] = perm[next++];
+    kv_rows = blocks * w.page;
+  }
+  const size_t kv_elems = size_t(kv_rows) * w.hk * w.d;
+  const size_t set_bytes = 2 * (2 * q_elems + 2 * kv_elems);
+  const int sets = set_bytes >= 3ull * l2_bytes() ? 1 : int(std::min<size_t>(8, 3ull * l2_bytes() / set_bytes + 1));
+  std::vector<Dev*> qs, ks, vs, os;
+  for (int s = 0; s < sets; ++s) {
+    qs.push_back(random_bf16(q_elems, 100 + s));
+    ks.push_back(random_bf16(kv_elems, 200 + s));
+    vs.push_back(random_bf16(kv_elems, 300 + s));
+    os.push_back(new Dev(q_elems * 2));
+  }
+  Dev cu_d(cu.size() * 4), lse(size_t(T) * w.h * 4), table_d(table.size() * 4 + 4);
+  CK(cudaMemcpy(cu_d.p, cu.data(), cu.size() * 4, cudaMemcpyHostToDevice));
+  if (!table.empty()) CK(cudaMemcpy(table_d.p, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+
+  FlashFwdParams p;
+  p.dtype = FlashDType::BF16;
+  p.batch = B;
+  p.num_heads = w.h, p.num_heads_k = w.hk, p.head_size = w.d;
+  p.total_q = T;
+  p.softmax_scale = 1.f / std::sqrt(float(w.d));
+  p.window_left = -1, p.window_right = w.causal ? 0 : -1, p.is_causal = w.causal;
+  p.q_row_stride = p.o_row_stride = int64_t(w.h) * w.d;
+  p.q_head_stride = p.o_head_stride = w.d;
+  p.k_row_stride = p.v_row_stride = int64_t(w.hk) * w.d;
+  p.k_head_stride = p.v_head_stride = w.d;
+  p.lse = static_cast<float*>(lse.p);
+  p.lse_head_stride = T;
+  if (w.varlen) {
+    p.cu_seqlens_q = p.cu_seqlens_k = static_cast<const uint32_t*>(cu_d.p);
+    p.max_seqlen_q = p.max_seqlen_k = max_len;
+  } else {
+    p.seqlen_q = p.seqlen_k = p.max_seqlen_q = p.max_seqlen_k = max_len;
+    p.q_batch_stride = p.o_batch_stride = int64_t(max_len) * p.q_row_stride;
+    p.k_batch_stride = p.v_batch_stride = int64_t(max_len) * p.k_row_stride;
+    p.lse_head_stride = max_len, p.lse_batch_stride = int64_t(w.h) * max_len;
+  }
+  if (w.page > 0) {
+    p.block_table = static_cast<const int32_t*>(table_d.p);
+    p.block_table_batch_stride = cols;
+    p.page_block_size = w.page;
+    p.num_blocks = kv_rows / w.page;
+    p.k_batch_stride = p.v_batch_stride = int64_t(w.page) * p.k_row_stride;
+  }
+  const double ms = time_median(
+      [&](int s) {
+        FlashFwdParams q = p;
+        q.q = qs[s]->p, q.k = ks[s]->p, q.v = vs[s]->p, q.out = os[s]->p;
+        wick::kernels::flash_fwd(q, nullptr);
+      },
+      sets);
+  CK(cudaGetLastError());
+  const double tflops = 4.0 * w.d * w.h * pairs(w) / (ms * 1e-3) / 1e12;
+  emit(name, ms, "tflops", tflops);
+  for (auto* x : qs) delete x;
+  for (auto* x : ks) delete x;
+  for (auto* x : vs) delete x;
+  for (auto* x : os) delete x;
+  return ms;
+}
+
+void run_decode(int B, int ctx) {
+  const int h = 32, hk = 8, d = 128, page = 64;
+  const int cols = ctx / page;
+  const int64_t blocks = int64_t(B) * cols;
+  std::vector<int32_t> perm(blocks);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937_64(11));
+  std::vector<uint32_t> cuq(B + 1), cuk(B + 1);
+  for (int b = 0; b <= B; ++b) cuq[b] = b, cuk[b] = uint32_t(b) * ctx;
+  const size_t kv_elems = size_t(blocks) * page * hk * d;
+  Dev* q = random_bf16(size_t(B) * h * d, 1);
+  Dev* k = random_bf16(kv_elems, 2);
+  Dev* v = random_bf16(kv_elems, 3);
+  Dev out(size_t(B) * h * d * 2), lse(size_t(B) * h * 4), table(perm.size() * 4), cuq_d(cuq.size() * 4),
+      cuk_d(cuk.size() * 4);
+  CK(cudaMemcpy(table.p, perm.data(), perm.size() * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(cuq_d.p, cuq.data(), cuq.size() * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(cuk_d.p, cuk.data(), cuk.size() * 4, cudaMemcpyHostToDevice));
+  FlashFwdParams p;
+  p.dtype = FlashDType::BF16;
+  p.q = q->p, p.k = k->p, p.v = v->p, p.out = out.p, p.lse = static_cast<float*>(lse.p);
+  p.batch = B, p.num_heads = h, p.num_heads_k = hk, p.head_size = d;
+  p.cu_seqlens_q = static_cast<const uint32_t*>(cuq_d.p);
+  p.cu_seqlens_k = static_cast<const uint32_t*>(cuk_d.p);
+  p.max_seqlen_q = 1, p.max_seqlen_k = ctx, p.total_q = B;
+  p.q_row_stride = p.o_row_stride = int64_t(h) * d, p.q_head_stride = p.o_head_stride = d;
+  p.k_row_stride = p.v_row_stride = int64_t(hk) * d, p.k_head_stride = p.v_head_stride = d;
+  p.k_batch_stride = p.v_batch_stride = int64_t(page) * hk * d;
+  p.lse_head_stride = B;
+  p.block_table = static_cast<const int32_t*>(table.p);
+  p.block_table_batch_stride = cols, p.page_block_size = page, p.num_blocks = blocks;
+  p.softmax_scale = 1.f / std::sqrt(float(d));
+  p.window_right = 0, p.is_causal = true;
+  const double ms = time_median([&](int) { wick::kernels::flash_fwd(p, nullptr); }, 1);
+  const double bytes = 2.0 * kv_elems * 2;
+  emit("D_decode_B" + std::to_string(B) + "_ctx" + std::to_string(ctx), ms, "gbps", bytes / (ms * 1e-3) / 1e9);
+  delete q, delete k, delete v;
+}
+
+void run_copy() {
+  const size_t bytes = size_t(2) << 30;
+  Dev a(bytes), b(bytes);
+  CK(cudaMemset(a.p, 1, bytes));
+  const double ms = time_median([&](int) { CK(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice)); }, 1);
+  emit("copy_d2d_2GiB", ms, "gbps", 2.0 * bytes / (ms * 1e-3) / 1e9);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--json") && i + 1 < argc) g_json = std::fopen(argv[++i], "w");
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+  }
+  auto want = [&](const char* group) { return only.empty() || only.find(group) != std::string::npos; };
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::fprintf(stderr, "device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, l2_bytes() >> 20);
+  const std::vector<int> lens = varlen_lengths();
+  if (want("copy")) run_copy();
+  for (auto [d, h] : {std::pair{128, 16}, std::pair{64, 32}}) {
+    for (bool causal : {false, true}) {
+      Prefill w;
+      w.lens = lens, w.h = w.hk = h, w.d = d, w.causal = causal;
+      const std::string tag = "d" + std::to_string(d) + "_h" + std::to_string(h) + (causal ? "_causal" : "");
+      if (want("A")) run_prefill("A_varlen_" + tag, w);
+      w.page = 64;
+      if (want("C")) run_prefill("C_paged64_" + tag, w);
+    }
+  }
+  if (want("B")) {
+    for (int S : {1024, 4096, 16384})
+      for (int d : {64, 128, 256})
+        for (bool causal : {false, true}) {
+          Prefill w;
+          w.lens.assign(16384 / S, S);
+          w.d = d, w.h = w.hk = 2048 / d, w.causal = causal, w.varlen = false;
+          run_prefill("B_S" + std::to_string(S) + "_d" + std::to_string(d) + (causal ? "_causal" : ""), w);
+        }
+  }
+  if (want("D")) {
+    run_decode(64, 4096);
+    run_decode(64, 16384);
+    run_decode(128, 8192);
+    run_decode(1, 32768);
+  }
+  if (g_json) std::fclose(g_json);
+  return 0;
+}

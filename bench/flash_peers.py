@@ -1,0 +1,145 @@
+"""PyTorch peers of bench/flash_bench.cu, same workloads, same GPU, bf16.
+
+A: torch.nn.attention.varlen.varlen_attn; B: scaled_dot_product_attention with the flash and
+cuDNN backends; D: SDPA cuDNN on contiguous K/V (enable_gqa). Times are CUDA-event medians
+after warm-up; every input set is larger than 3x the L2 cache. Prints one JSON line per
+config (and writes them to --json FILE)."""
+import argparse
+import inspect
+import json
+import math
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+DEV = "cuda"
+DT = torch.bfloat16
+OUT = None
+
+
+def varlen_lengths():
+    """Workload A's lengths: the 64-bit LCG of flash_bench.cu."""
+    x, mask, v = 12345, (1 << 64) - 1, []
+    for _ in range(32):
+        x = (x * 6364136223846793005 + 1442695040888963407) & mask
+        v.append(128 + (x >> 33) % (4096 - 128 + 1))
+    return v
+
+
+def time_median(fn):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    fn()
+    b.record()
+    b.synchronize()
+    first = a.elapsed_time(b)
+    runs = max(15, min(200, int(400.0 / max(first, 0.01))))
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(runs)]
+    for s, e in ev:
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    ms = sorted(s.elapsed_time(e) for s, e in ev)
+    return ms[runs // 2]
+
+
+def emit(impl, name, ms, unit, value, note=""):
+    rec = {"impl": impl, "name": name, "ms": round(ms, 5), unit: round(value, 2)}
+    if note:
+        rec["note"] = note
+    line = json.dumps(rec)
+    print(line, flush=True)
+    if OUT:
+        OUT.write(line + "\n")
+
+
+def rand(*shape):
+    return torch.empty(*shape, device=DEV, dtype=DT).uniform_(-1, 1)
+
+
+def pairs(lens, causal):
+    return sum(0.5 * L * (L + 1) if causal else float(L) * L for L in lens)
+
+
+def run_a():
+    from torch.nn.attention.varlen import varlen_attn
+    params = inspect.signature(varlen_attn).parameters
+    lens = varlen_lengths()
+    cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), device=DEV, dtype=torch.int32)
+    T, mx = int(cu[-1]), max(lens)
+    for d, h in ((128, 16), (64, 32)):
+        q, k, v = rand(T, h, d), rand(T, h, d), rand(T, h, d)
+        for causal in (False, True):
+            kw = {"is_causal": causal} if "is_causal" in params else {"window_size": (-1, 0) if causal else (-1, -1)}
+            ms = time_median(lambda: varlen_attn(q, k, v, cu, cu, mx, mx, **kw))
+            tag = f"d{d}_h{h}" + ("_causal" if causal else "")
+            emit("torch_varlen", "A_varlen_" + tag, ms, "tflops", 4.0 * d * h * pairs(lens, causal) / ms / 1e9)
+
+
+def run_b():
+    for S in (1024, 4096, 16384):
+        for d in (64, 128, 256):
+            h, B = 2048 // d, 16384 // S
+            q, k, v = (rand(B, S, h, d).transpose(1, 2) for _ in range(3))
+            for causal in (False, True):
+                name = f"B_S{S}_d{d}" + ("_causal" if causal else "")
+                flops = 4.0 * d * h * pairs([S] * B, causal)
+                for impl, backend in (("torch_flash", SDPBackend.FLASH_ATTENTION),
+                                      ("torch_cudnn", SDPBackend.CUDNN_ATTENTION)):
+                    try:
+                        with sdpa_kernel(backend):
+                            ms = time_median(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+                        emit(impl, name, ms, "tflops", flops / ms / 1e9)
+                    except Exception as e:  # a backend that rejects the shape
+                        emit(impl, name, float("nan"), "tflops", float("nan"), note=str(e)[:120])
+
+
+def run_d():
+    h, hk, d = 32, 8, 128
+    for B, ctx in ((64, 4096), (64, 16384), (128, 8192), (1, 32768)):
+        q = rand(B, h, 1, d)
+        k, v = rand(B, hk, ctx, d), rand(B, hk, ctx, d)
+        nbytes = 2.0 * B * hk * ctx * d * 2
+        name = f"D_decode_B{B}_ctx{ctx}"
+        try:
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                ms = time_median(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+            emit("torch_cudnn", name, ms, "gbps", nbytes / ms / 1e6)
+        except Exception as e:
+            # cuDNN without GQA support: heads expanded to 32 (4x the bytes read); bandwidth
+            # is still reported against the GQA byte count so it compares with wick's.
+            ke, ve = k.repeat_interleave(h // hk, 1), v.repeat_interleave(h // hk, 1)
+            try:
+                with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                    ms = time_median(lambda: F.scaled_dot_product_attention(q, ke, ve))
+                emit("torch_cudnn", name, ms, "gbps", nbytes / ms / 1e6, note="expanded kv: " + str(e)[:80])
+            except Exception as e2:
+                emit("torch_cudnn", name, float("nan"), "gbps", float("nan"), note=str(e2)[:120])
+            del ke, ve
+        del q, k, v
+        torch.cuda.empty_cache()
+
+
+def main():
+    global OUT
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json")
+    ap.add_argument("--only", default="ABD")
+    args = ap.parse_args()
+    OUT = open(args.json, "w") if args.json else None
+    print(f"# torch {torch.__version__} on {torch.cuda.get_device_name()}", flush=True)
+    if "A" in args.only:
+        run_a()
+    if "B" in args.only:
+        run_b()
+    if "D" in args.only:
+        run_d()
+
+
+if __name__ == "__main__":
+    main()

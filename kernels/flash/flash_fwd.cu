@@ -1,0 +1,82 @@
+// flash_fwd: the single dispatch point of the CUDA forward. Picks the head-size instance
+// (kernels/flash/flash_instances.h), the decode shape when the GQA group of every query
+// row fits one 16-row tile, and falls back to the lesson kernel for inputs the tensor-core
+// kernel cannot read with 16-byte accesses (head size not a multiple of 8, misaligned base
+// pointer or stride) or head sizes this build has no instance for.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "kernels/flash/flash_fwd.h"
+#include "kernels/flash/flash_instances.h"
+#include "kernels/flash/flash_launch.h"
+#include "tensor/error.h"
+
+namespace wick::kernels {
+namespace {
+
+constexpr int kMaxHeadSize = 512;
+constexpr int kDecodeRows = 16;  // rows of the decode tile (DecodeConfig::kBlockM)
+
+bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+bool strides_ok(int64_t a, int64_t b, int64_t c) { return a % 8 == 0 && b % 8 == 0 && c % 8 == 0; }
+
+// Can every 8-channel chunk of q, k, v and out be moved with one 16-byte access?
+bool vector_friendly(const FlashFwdParams& p) {
+  return p.head_size % 8 == 0 && aligned16(p.q) && aligned16(p.k) && aligned16(p.v) && aligned16(p.out) &&
+         strides_ok(p.q_batch_stride, p.q_row_stride, p.q_head_stride) &&
+         strides_ok(p.k_batch_stride, p.k_row_stride, p.k_head_stride) &&
+         strides_ok(p.v_batch_stride, p.v_row_stride, p.v_head_stride) &&
+         strides_ok(p.o_batch_stride, p.o_row_stride, p.o_head_stride);
+}
+
+template <FlashDType DT>
+bool dispatch_dtype(const FlashFwdParams& p, void* stream, bool decode_shape) {
+  bool done = false;
+  auto try_dim = [&](auto dim) {
+    constexpr int D = decltype(dim)::value;
+    if constexpr (WICK_FLASH_WANT(D) && (DT == FlashDType::BF16 || WICK_FLASH_WANT_F16)) {
+      if (!done && p.head_size <= D) {
+        flash::run_flash_hdim<D, DT>(p, stream, decode_shape && flash::has_decode_variant(D));
+        done = true;
+      }
+    } else {
+      // A build without this instance: a larger one may still exist; else the caller falls back.
+      (void)dim;
+    }
+  };
+  try_dim(std::integral_constant<int, 32>{});
+  try_dim(std::integral_constant<int, 64>{});
+  try_dim(std::integral_constant<int, 96>{});
+  try_dim(std::integral_constant<int, 128>{});
+  try_dim(std::integral_constant<int, 160>{});
+  try_dim(std::integral_constant<int, 192>{});
+  try_dim(std::integral_constant<int, 224>{});
+  try_dim(std::integral_constant<int, 256>{});
+  try_dim(std::integral_constant<int, 512>{});
+  return done;
+}
+
+}  // namespace
+
+void flash_fwd(const FlashFwdParams& p, void* stream) {
+  if (p.head_size <= 0 || p.head_size > kMaxHeadSize)
+    throw Error("flash_fwd: head_size " + std::to_string(p.head_size) + " is outside 1..512");
+  if (p.num_heads_k <= 0 || p.num_heads % p.num_heads_k != 0)
+    throw Error("flash_fwd: num_heads " + std::to_string(p.num_heads) + " is not a multiple of num_heads_k " +
+                std::to_string(p.num_heads_k));
+  if (p.batch <= 0 || p.num_heads <= 0 || p.total_q <= 0) return;
+  if (!vector_friendly(p)) {
+    flash_fwd_naive(p, stream);
+    return;
+  }
+  const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
+  const bool decode_shape = static_cast<int64_t>(max_sq) * (p.num_heads / p.num_heads_k) <= kDecodeRows;
+  const bool done = p.dtype == FlashDType::BF16 ? dispatch_dtype<FlashDType::BF16>(p, stream, decode_shape)
+                                                : dispatch_dtype<FlashDType::F16>(p, stream, decode_shape);
+  if (!done) flash_fwd_naive(p, stream);
+}
+
+}  // namespace wick::kernels

@@ -1,0 +1,6 @@
+// Tensor-core forward instances for head size 256 (see kernels/flash/flash_instances.h).
+#include "kernels/flash/flash_instances.h"
+#if WICK_FLASH_WANT(256)
+#include "kernels/flash/flash_launch.cuh"
+WICK_FLASH_INSTANTIATE(256)
+#endif

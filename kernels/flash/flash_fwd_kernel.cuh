@@ -1,0 +1,347 @@
+// The tensor-core forward (FlashAttention-2 style), one template for prefill, paged
+// prefill and split-KV decode. Steps, mapped to the CPU algorithm (ops/attention/cpu.cpp)
+// and to the lesson kernel (flash_naive.cu):
+//   0. CTA = (query tile of kBlockM rows, head [group], sequence [, split]); the visible key
+//      range of the tile is computed up front (causal / window bounds), so tiles wholly
+//      masked are never loaded and an empty range goes straight to the epilogue.
+//   1. Q tile -> shared memory (cp.async, 16 B per thread, zero-filled tails), then into
+//      registers as mma A fragments (head sizes <= 128; larger ones re-read shared memory).
+//   2. for each key tile (cp.async pipeline of kStages shared-memory stages; the next tiles
+//      load while this one computes):
+//      a. S = Q K^T on the tensor cores (ldmatrix K, mma m16n8k16, f32 accumulators);
+//         softcap / ALiBi turn S into log2-scaled logits; masks (window, causal, mm-prefix,
+//         keys past sk) are applied only on tiles that need them          = CPU step 2a
+//      b. running row max (quad shuffles)                                = CPU step 2b
+//      c. P = exp2(S * scale*log2e - m * scale*log2e): log2e is folded into the scale, so
+//         one FMA and one ex2 per element; correction exp2(m_old - m_new) = CPU step 2c
+//      d. O = O * correction + P V: P stays in registers, re-packed as bf16/f16 A fragments;
+//         V through ldmatrix.trans                                        = CPU step 2d
+//   3. epilogue: per-warp (m, l, O) to shared memory; warps that split the key tile
+//      (kNWarps > 1, the decode shape) merge by their maxima; O / l is written with
+//      16-byte stores, lse = (m + log2 l) * ln2; or, with split-KV, the normalised partial
+//      O and its lse go to f32 scratch for flash_combine_kernel          = CPU step 3
+//
+// Row packing (pack = G > 1, decode): the G query heads that share one K/V head become
+// G consecutive rows of the tile (row r = query row r / G, head hk*G + r % G), so one
+// K/V read serves all of them.
+//
+// Shared memory: rows padded by 16 bytes, so the 8 row addresses of one ldmatrix phase hit
+// 8 different bank groups (conflict free) while cp.async keeps 16-byte chunks.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "kernels/flash/flash_common.cuh"
+#include "kernels/flash/flash_mma.cuh"
+
+namespace wick::kernels::flash {
+
+// The compile-time shape of one kernel instance.
+//   kD:       head size the QK^T product runs over (the instance; smaller head sizes are
+//             zero-padded up to it)
+//   kDV:      output channels one CTA produces (kD, or half of it for d = 512: the grid then
+//             has a column-chunk dimension and QK^T is recomputed per chunk)
+//   kMWarps:  warps along the rows, 16 rows each (kBlockM = 16 * kMWarps)
+//   kNWarps:  warps that split each key tile between them (decode: few rows, many keys)
+//   kBlockN:  keys per tile;  kStages: shared-memory pipeline depth
+//   kQInRegs: Q fragments live in registers for the whole key loop
+template <int kD_, int kDV_, int kMWarps_, int kNWarps_, int kBlockN_, int kStages_, bool kQInRegs_>
+struct FlashConfig {
+  static constexpr int kD = kD_, kDV = kDV_, kMWarps = kMWarps_, kNWarps = kNWarps_;
+  static constexpr int kBlockN = kBlockN_, kStages = kStages_;
+  static constexpr bool kQInRegs = kQInRegs_;
+  static constexpr int kWarps = kMWarps * kNWarps, kThreads = kWarps * 32;
+  static constexpr int kBlockM = 16 * kMWarps;
+  static constexpr int kWN = kBlockN / kNWarps;  // keys per warp per tile
+  static constexpr int kStrideQK = kD + 8, kStrideV = kDV + 8;  // padded rows (elements)
+  static constexpr int kStrideO = kDV + 8;                       // epilogue rows (floats)
+  static constexpr int kElemsQ = kBlockM * kStrideQK, kElemsK = kBlockN * kStrideQK, kElemsV = kBlockN * kStrideV;
+  static constexpr int kSmemMain = 2 * (kElemsQ + kStages * (kElemsK + kElemsV));
+  static constexpr int kSmemEpi = 4 * (kNWarps * kBlockM * kStrideO + 2 * kNWarps * kBlockM);
+  static constexpr int kSmem = kSmemMain > kSmemEpi ? kSmemMain : kSmemEpi;
+  static_assert(kD % 16 == 0 && kDV % 16 == 0 && kWN % 16 == 0, "tile shapes are multiples of 16");
+  static_assert(kStages >= 2, "the pipeline needs two stages");
+};
+
+// Everything one launch needs besides the contract.
+struct FlashKernelArgs {
+  FlashFwdParams p;
+  float* oacc = nullptr;    // split-KV scratch: (num_splits, total_q, num_heads, acc_dim) f32
+  float* lseacc = nullptr;  // split-KV scratch: (num_splits, total_q, num_heads) f32
+  int num_splits = 1;
+  int pack = 1;             // query heads packed into rows (1 = one head per CTA)
+  int n_col_chunks = 1;     // output column chunks of kDV channels
+  int acc_dim = 0;          // n_col_chunks * kDV
+};
+
+template <class Cfg, class Elem>
+__global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKernelArgs args) {
+  constexpr int kD = Cfg::kD, kDV = Cfg::kDV, kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN;
+  constexpr int kWN = Cfg::kWN, kStages = Cfg::kStages, kThreads = Cfg::kThreads;
+  constexpr int kMWarps = Cfg::kMWarps, kNWarps = Cfg::kNWarps;
+  constexpr int kStrideQK = Cfg::kStrideQK, kStrideV = Cfg::kStrideV, kStrideO = Cfg::kStrideO;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Elem* sQ = reinterpret_cast<Elem*>(smem_raw);
+  Elem* sK = sQ + Cfg::kElemsQ;
+  Elem* sV = sK + kStages * Cfg::kElemsK;
+
+  const FlashFwdParams& p = args.p;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int wm = warp % kMWarps, wn = warp / kMWarps;
+  const int g = lane / 4, tq = lane % 4;
+  const int col_chunk = blockIdx.y % args.n_col_chunks, head_y = blockIdx.y / args.n_col_chunks;
+  const int b = blockIdx.z / args.num_splits, split = blockIdx.z % args.num_splits;
+  const SeqBounds sb = seq_bounds(p, b);
+  const int G = args.pack;
+  const int rows = sb.sq * G;
+  const int r0 = blockIdx.x * kBlockM;
+  if (r0 >= rows) return;  // tile past this sequence's end
+  const int r_end = min(rows, r0 + kBlockM);
+  const int group = p.num_heads / p.num_heads_k;
+  const int hk = G > 1 ? head_y : head_y / group;
+  auto row_head = [&](int r) { return G > 1 ? head_y * G + r % G : head_y; };
+  const int hs = p.head_size;
+
+  // 0. the keys this tile can see, in whole key tiles, then this split's share
+  const int off = sb.sk - sb.sq;  // p(i) = i + off
+  const int i_first = r0 / G, i_last = (r_end - 1) / G;
+  const bool has_mm = p.mm_prefix_ranges != nullptr && p.mm_max_ranges > 0;
+  int t_lo = 0, t_hi = sb.sk;
+  if (!has_mm) {
+    if (p.window_right >= 0) t_hi = max(0, min(t_hi, i_last + off + p.window_right + 1));
+    if (p.window_left >= 0) t_lo = max(0, i_first + off - p.window_left);
+  }
+  const int nb_lo = t_lo / kBlockN;
+  const int nb_hi = t_hi > t_lo ? (t_hi + kBlockN - 1) / kBlockN : nb_lo;
+  const int per_split = (nb_hi - nb_lo + args.num_splits - 1) / args.num_splits;
+  const int nb_begin = min(nb_hi, nb_lo + split * per_split);
+  const int nb_end = min(nb_hi, nb_begin + per_split);
+
+  const Elem* gq = static_cast<const Elem*>(p.q);
+  const Elem* gk = static_cast<const Elem*>(p.k) + hk * p.k_head_stride;
+  const Elem* gv = static_cast<const Elem*>(p.v) + hk * p.v_head_stride;
+  const int v_col0 = col_chunk * kDV;
+
+  // 1. Q tile (rows past the end and channels past head_size read as zeros)
+  for (int c = tid; c < kBlockM * (kD / 8); c += kThreads) {
+    const int row = c / (kD / 8), col = (c % (kD / 8)) * 8, r = r0 + row;
+    const bool valid = r < r_end && col < hs;
+    const Elem* src = valid ? gq + q_offset(p, b, sb, r / G, row_head(r)) + col : gq;
+    cp_async_16(smem_addr(sQ + row * kStrideQK + col), src, valid);
+  }
+  cp_async_commit();
+
+  auto load_kv = [&](int nb, int stage) {
+    const int t0 = nb * kBlockN;
+    Elem* k_dst = sK + stage * Cfg::kElemsK;
+    Elem* v_dst = sV + stage * Cfg::kElemsV;
+    for (int c = tid; c < kBlockN * (kD / 8); c += kThreads) {
+      const int row = c / (kD / 8), col = (c % (kD / 8)) * 8, t = t0 + row;
+      const bool valid = t < sb.sk && col < hs;
+      const Elem* src = valid ? gk + kv_row_offset(p, b, sb, t, p.k_batch_stride, p.k_row_stride) + col : gk;
+      cp_async_16(smem_addr(k_dst + row * kStrideQK + col), src, valid);
+    }
+    for (int c = tid; c < kBlockN * (kDV / 8); c += kThreads) {
+      const int row = c / (kDV / 8), col = (c % (kDV / 8)) * 8, t = t0 + row;
+      const bool valid = t < sb.sk && v_col0 + col < hs;
+      const Elem* src =
+          valid ? gv + kv_row_offset(p, b, sb, t, p.v_batch_stride, p.v_row_stride) + v_col0 + col : gv;
+      cp_async_16(smem_addr(v_dst + row * kStrideV + col), src, valid);
+    }
+  };
+
+  // Per-thread row state: this thread holds rows (wm*16 + g) and (wm*16 + g + 8) of the tile.
+  float o[kDV / 8][4];
+#pragma unroll
+  for (int d = 0; d < kDV / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+  int pos[2];
+  float slope[2];
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int r = min(r0 + wm * 16 + g + 8 * rr, rows - 1);
+    pos[rr] = r / G + off;
+    slope[rr] = p.alibi_slopes ? p.alibi_slopes[row_head(r)] : 0.f;
+  }
+  // Without softcap / ALiBi the max is taken on raw scores and the scale folds into exp2's
+  // FMA; otherwise scores become log2-unit logits first and the exp2 scale is 1.
+  const bool transform = p.softcap > 0.f || p.alibi_slopes != nullptr || !(p.softmax_scale > 0.f);
+  const float sc = transform ? 1.f : p.softmax_scale * kLog2e;
+  const bool warp_active = r0 + wm * 16 < r_end;
+  uint32_t qf[Cfg::kQInRegs ? kD / 16 : 1][4];
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (nb_begin + s < nb_end) load_kv(nb_begin + s, s);
+    cp_async_commit();
+  }
+
+  // 2. the key loop
+  for (int nb = nb_begin, it = 0; nb < nb_end; ++nb, ++it) {
+    if (nb + kStages - 1 < nb_end) load_kv(nb + kStages - 1, (it + kStages - 1) % kStages);
+    cp_async_commit();
+    cp_async_wait<kStages - 1>();
+    __syncthreads();
+    const int stage = it % kStages;
+    const Elem* k_s = sK + stage * Cfg::kElemsK;
+    const Elem* v_s = sV + stage * Cfg::kElemsV;
+    if (warp_active) {
+      if constexpr (Cfg::kQInRegs) {
+        if (it == 0) {
+#pragma unroll
+          for (int ks = 0; ks < kD / 16; ++ks)
+            ldmatrix_x4(qf[ks], smem_addr(sQ + (wm * 16 + (lane % 8) + 8 * ((lane / 8) % 2)) * kStrideQK +
+                                          ks * 16 + 8 * (lane / 16)));
+        }
+      }
+      // a. S = Q K^T for this warp's 16 rows x kWN keys
+      float s[kWN / 8][4];
+#pragma unroll
+      for (int j = 0; j < kWN / 8; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < kD / 16; ++ks) {
+        uint32_t a[4];
+        if constexpr (Cfg::kQInRegs) {
+          a[0] = qf[ks][0], a[1] = qf[ks][1], a[2] = qf[ks][2], a[3] = qf[ks][3];
+        } else {
+          ldmatrix_x4(a, smem_addr(sQ + (wm * 16 + (lane % 8) + 8 * ((lane / 8) % 2)) * kStrideQK + ks * 16 +
+                                   8 * (lane / 16)));
+        }
+#pragma unroll
+        for (int np = 0; np < kWN / 16; ++np) {
+          uint32_t bk[4];
+          ldmatrix_x4(bk, smem_addr(k_s + (wn * kWN + np * 16 + (lane % 8) + 8 * (lane / 16)) * kStrideQK +
+                                    ks * 16 + 8 * ((lane / 8) % 2)));
+          mma_16816<Elem>(s[2 * np], a, bk[0], bk[1]);
+          mma_16816<Elem>(s[2 * np + 1], a, bk[2], bk[3]);
+        }
+      }
+      // a'. logits and masks; interior tiles of a plain causal / full attention skip this
+      const int t_tile = nb * kBlockN;
+      const bool need_mask = has_mm || t_tile + kBlockN > sb.sk ||
+                             (p.window_right >= 0 && t_tile + kBlockN - 1 > i_first + off + p.window_right) ||
+                             (p.window_left >= 0 && t_tile < i_last + off - p.window_left);
+      if (transform || need_mask) {
+#pragma unroll
+        for (int j = 0; j < kWN / 8; ++j) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int rr = e / 2, t = t_tile + wn * kWN + 8 * j + 2 * tq + (e % 2);
+            float x = s[j][e];
+            if (transform) x = logit(p, x, slope[rr], pos[rr], t) * kLog2e;
+            if (need_mask && !(t < sb.sk && key_visible(p, b, pos[rr], t))) x = -INFINITY;
+            s[j][e] = x;
+          }
+        }
+      }
+      // b, c. online softmax on the two rows this thread holds
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < kWN / 8; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * rr], s[j][2 * rr + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m_run[rr], mx);
+        const float ms = m_new == -INFINITY ? 0.f : m_new * sc;
+        const float corr = m_run[rr] == -INFINITY ? 0.f : exp2f(m_run[rr] * sc - ms);
+        m_run[rr] = m_new;
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < kWN / 8; ++j) {
+#pragma unroll
+          for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
+            const float pe = exp2f(fmaf(s[j][e], sc, -ms));
+            s[j][e] = pe;
+            sum += pe;
+          }
+        }
+        l_run[rr] = l_run[rr] * corr + sum;
+#pragma unroll
+        for (int d = 0; d < kDV / 8; ++d) {
+          o[d][2 * rr] *= corr;
+          o[d][2 * rr + 1] *= corr;
+        }
+      }
+      // d. O += P V, P re-packed from the S accumulators into A fragments
+#pragma unroll
+      for (int kk = 0; kk < kWN / 16; ++kk) {
+        const uint32_t a[4] = {pack2<Elem>(s[2 * kk][0], s[2 * kk][1]), pack2<Elem>(s[2 * kk][2], s[2 * kk][3]),
+                               pack2<Elem>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                               pack2<Elem>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+        for (int dp = 0; dp < kDV / 16; ++dp) {
+          uint32_t bv[4];
+          ldmatrix_x4_trans(bv, smem_addr(v_s + (wn * kWN + kk * 16 + (lane % 8) + 8 * ((lane / 8) % 2)) * kStrideV +
+                                          dp * 16 + 8 * (lane / 16)));
+          mma_16816<Elem>(o[2 * dp], a, bv[0], bv[1]);
+          mma_16816<Elem>(o[2 * dp + 1], a, bv[2], bv[3]);
+        }
+      }
+    }
+    __syncthreads();  // this stage is refilled by a later iteration
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the epilogue reuses all shared memory
+
+  // 3. epilogue: per-warp partial state to shared memory, merged and written by all threads
+  float* sO = reinterpret_cast<float*>(smem_raw);
+  float* sM = sO + kNWarps * kBlockM * kStrideO;  // row max in log2 units (m * sc)
+  float* sL = sM + kNWarps * kBlockM;             // row sum of p
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    float l = l_run[rr];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int row = wm * 16 + g + 8 * rr;
+    if (tq == 0) {
+      sM[wn * kBlockM + row] = m_run[rr] == -INFINITY ? -INFINITY : m_run[rr] * sc;
+      sL[wn * kBlockM + row] = l;
+    }
+#pragma unroll
+    for (int d = 0; d < kDV / 8; ++d)
+      *reinterpret_cast<float2*>(sO + (wn * kBlockM + row) * kStrideO + 8 * d + 2 * tq) =
+          make_float2(o[d][2 * rr], o[d][2 * rr + 1]);
+  }
+  __syncthreads();
+  for (int c = tid; c < kBlockM * (kDV / 8); c += kThreads) {
+    const int row = c / (kDV / 8), cc = (c % (kDV / 8)) * 8, r = r0 + row;
+    if (r >= r_end) continue;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kNWarps; ++w) mx = fmaxf(mx, sM[w * kBlockM + row]);
+    float l = 0.f, acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int w = 0; w < kNWarps; ++w) {
+      const float mw = sM[w * kBlockM + row];
+      const float wt = mw == -INFINITY ? 0.f : exp2f(mw - mx);
+      l += wt * sL[w * kBlockM + row];
+      const float4* src = reinterpret_cast<const float4*>(sO + (w * kBlockM + row) * kStrideO + cc);
+      const float4 x0 = src[0], x1 = src[1];
+      acc[0] += wt * x0.x; acc[1] += wt * x0.y; acc[2] += wt * x0.z; acc[3] += wt * x0.w;
+      acc[4] += wt * x1.x; acc[5] += wt * x1.y; acc[6] += wt * x1.z; acc[7] += wt * x1.w;
+    }
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const float lse = l > 0.f ? (mx + log2f(l)) * kLn2 : -INFINITY;
+    const int i = r / G, h = row_head(r), col = v_col0 + cc;
+    if (args.num_splits == 1) {
+      if (col < hs) {
+        uint32_t packed[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) packed[k] = pack2<Elem>(acc[2 * k] * inv, acc[2 * k + 1] * inv);
+        Elem* dst = static_cast<Elem*>(p.out) + o_offset(p, b, sb, i, h) + col;
+        *reinterpret_cast<uint4*>(dst) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+      }
+      if (p.lse && col == 0) p.lse[lse_offset(p, b, sb, i, h)] = lse;
+    } else {
+      const int64_t slot = (static_cast<int64_t>(split) * p.total_q + sb.q_row0 + i) * p.num_heads + h;
+      float4* dst = reinterpret_cast<float4*>(args.oacc + slot * args.acc_dim + col);
+      dst[0] = make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
+      dst[1] = make_float4(acc[4] * inv, acc[5] * inv, acc[6] * inv, acc[7] * inv);
+      if (col == 0) args.lseacc[slot] = lse;
+    }
+  }
+}
+
+}  // namespace wick::kernels::flash

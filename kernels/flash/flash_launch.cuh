@@ -1,0 +1,120 @@
+// Launch of one tensor-core instance: grid shape, split-KV choice, scratch, combine.
+// Included only by the kernels/flash/flash_fwd_hdim<D>.cu instance files.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+#include <type_traits>
+
+#include "kernels/flash/flash_combine.cuh"
+#include "kernels/flash/flash_configs.cuh"
+#include "kernels/flash/flash_fwd_kernel.cuh"
+#include "kernels/flash/flash_launch.h"
+#include "tensor/error.h"
+
+namespace wick::kernels::flash {
+
+// Number of KV splits: 1 when the (tile, head, sequence) CTAs already fill the GPU's
+// resident slots; else enough splits to fill them once, but never fewer than 4 key tiles
+// per split, so a short sequence does not pay for a combine pass it cannot amortise.
+inline int choose_num_splits(int64_t ctas, int key_tiles, int slots) {
+  if (ctas <= 0 || ctas * 5 >= static_cast<int64_t>(slots) * 4) return 1;
+  int n = static_cast<int>((slots + ctas - 1) / ctas);
+  n = std::min({n, key_tiles / 4, 128});
+  return std::max(n, 1);
+}
+
+// Resident CTAs per SM times SMs, for one kernel on the current device (cached per device).
+template <class Kernel>
+int resident_slots(Kernel kernel, int threads, int smem) {
+  constexpr int kMaxDevices = 64;
+  static int cache[kMaxDevices] = {};
+  int dev = 0;
+  WICK_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < kMaxDevices && cache[dev] > 0) return cache[dev];
+  WICK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  int per_sm = 0, sms = 0;
+  WICK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+  WICK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  if (per_sm <= 0)
+    throw Error("flash_fwd: a kernel instance needing " + std::to_string(smem) +
+                " bytes of shared memory cannot run on device " + std::to_string(dev));
+  const int slots = per_sm * sms;
+  if (dev < kMaxDevices) cache[dev] = slots;
+  return slots;
+}
+
+template <class Cfg, FlashDType DT>
+void launch_flash_cfg(const FlashFwdParams& p, cudaStream_t st, int pack) {
+  using Elem = typename ElemOf<DT>::type;
+  auto kernel = flash_fwd_kernel<Cfg, Elem>;
+  const int slots = resident_slots(kernel, Cfg::kThreads, Cfg::kSmem);
+
+  FlashKernelArgs a;
+  a.p = p;
+  a.pack = pack;
+  a.n_col_chunks = (p.head_size + Cfg::kDV - 1) / Cfg::kDV;
+  a.acc_dim = a.n_col_chunks * Cfg::kDV;
+  const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
+  const int max_sk = p.cu_seqlens_k ? p.max_seqlen_k : p.seqlen_k;
+  const int64_t m_blocks = (static_cast<int64_t>(max_sq) * pack + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  const int64_t heads_y = static_cast<int64_t>(pack > 1 ? p.num_heads_k : p.num_heads) * a.n_col_chunks;
+  if (m_blocks <= 0) return;
+  if (m_blocks > 0x7fffffff || heads_y > 65535)
+    throw Error("flash_fwd: grid too large (" + std::to_string(m_blocks) + " query tiles, " +
+                std::to_string(heads_y) + " head slots)");
+  const int key_tiles = (max_sk + Cfg::kBlockN - 1) / Cfg::kBlockN;
+  int splits = p.num_splits > 0 ? p.num_splits : choose_num_splits(m_blocks * heads_y * p.batch, key_tiles, slots);
+  splits = std::max(1, std::min(splits, 65535 / std::max(p.batch, 1)));
+  a.num_splits = splits;
+
+  if (splits > 1) {
+    const size_t slots_total = static_cast<size_t>(splits) * p.total_q * p.num_heads;
+    WICK_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&a.oacc), slots_total * a.acc_dim * sizeof(float), st));
+    WICK_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&a.lseacc), slots_total * sizeof(float), st));
+  }
+  const dim3 grid(static_cast<unsigned>(m_blocks), static_cast<unsigned>(heads_y),
+                  static_cast<unsigned>(p.batch * splits));
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmem, st>>>(a);
+  cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess && splits > 1) {
+    const dim3 cgrid(static_cast<unsigned>((max_sq + kCombineWarps - 1) / kCombineWarps),
+                     static_cast<unsigned>(p.num_heads), static_cast<unsigned>(p.batch));
+    flash_combine_kernel<Elem><<<cgrid, kCombineWarps * 32, 0, st>>>(p, a.oacc, a.lseacc, splits, a.acc_dim);
+    err = cudaGetLastError();
+  }
+  if (splits > 1) {
+    WICK_CUDA_CHECK(cudaFreeAsync(a.oacc, st));
+    WICK_CUDA_CHECK(cudaFreeAsync(a.lseacc, st));
+  }
+  WICK_CUDA_CHECK(err);
+}
+
+template <int D, FlashDType DT>
+void run_flash_hdim(const FlashFwdParams& p, void* stream, bool decode) {
+  auto st = static_cast<cudaStream_t>(stream);
+  using Decode = typename DecodeConfig<D>::type;
+  if constexpr (!std::is_void_v<Decode>) {
+    if (decode) {
+      launch_flash_cfg<Decode, DT>(p, st, p.num_heads / p.num_heads_k);
+      return;
+    }
+  }
+  launch_flash_cfg<typename PrefillConfig<D>::type, DT>(p, st, 1);
+}
+
+}  // namespace wick::kernels::flash
+
+// Explicit instances of one head size, in both dtypes the build wants.
+#if WICK_FLASH_WANT_F16
+#define WICK_FLASH_INSTANTIATE_F16(D) \
+  template void run_flash_hdim<D, ::wick::kernels::FlashDType::F16>(const FlashFwdParams&, void*, bool);
+#else
+#define WICK_FLASH_INSTANTIATE_F16(D)
+#endif
+#define WICK_FLASH_INSTANTIATE(D)                                                                        \
+  namespace wick::kernels::flash {                                                                       \
+  template void run_flash_hdim<D, ::wick::kernels::FlashDType::BF16>(const FlashFwdParams&, void*, bool); \
+  WICK_FLASH_INSTANTIATE_F16(D)                                                                          \
+  }

@@ -1,0 +1,656 @@
+// CUDA flash-attention forward kernels against a float64 host evaluation of the contract
+// (kernels/flash/flash_params.h), written here and independent of every other code path.
+// Each case builds FlashFwdParams by hand over device buffers (fresh random data, outputs
+// poisoned with NaN), runs flash_fwd (the fast path) and flash_fwd_naive, and checks:
+//   - every output element and LSE entry was written (no NaN left);
+//   - accuracy rule: max|out - ref64| <= 2 * max|out_same_precision - ref64| + 1e-5, where
+//     out_same_precision is the larger error of the naive kernel and of a host evaluation
+//     that rounds P and the output to the input dtype like a reference attention would;
+//   - LSE within 2e-3 of the float64 value; rows that see no key: out 0, LSE -inf.
+// Each case prints one line with its errors, so the numbers can be recorded.
+#ifdef WICK_WITH_CUDA
+#include <cuda_runtime.h>
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "devices.h"
+#include "kernels/flash/flash_fwd.h"
+#include "tensor/dtype.h"
+
+using wick::kernels::FlashDType;
+using wick::kernels::FlashFwdParams;
+
+namespace {
+
+#define CUDA_OK(expr) REQUIRE((expr) == cudaSuccess)
+
+// Device buffer that frees itself.
+struct DevBuf {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  explicit DevBuf(size_t n) : bytes(std::max<size_t>(n, 16)) { CUDA_OK(cudaMalloc(&ptr, bytes)); }
+  ~DevBuf() { cudaFree(ptr); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  template <class T> T* as() const { return static_cast<T*>(ptr); }
+};
+
+template <class T>
+void upload(DevBuf& d, const std::vector<T>& h) {
+  CUDA_OK(cudaMemcpy(d.ptr, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+}
+template <class T>
+std::vector<T> download(const DevBuf& d, size_t n) {
+  std::vector<T> h(n);
+  CUDA_OK(cudaMemcpy(h.data(), d.ptr, n * sizeof(T), cudaMemcpyDeviceToHost));
+  return h;
+}
+
+// One test configuration. Lengths are per sequence; a batched case uses equal lengths.
+struct Case {
+  std::string name;
+  FlashDType dtype = FlashDType::BF16;
+  bool varlen = true;
+  bool head_major = false;  // batched only: q / out laid out (B, H, S, D)
+  std::vector<int> sq, sk;
+  int nh = 4, nhk = 4, hs = 64;
+  float scale = 0.f;        // 0 = 1/sqrt(hs)
+  int wl = -1, wr = -1;
+  bool causal = false;
+  bool alibi = false;
+  float softcap = 0.f;
+  std::vector<std::vector<std::pair<int, int>>> mm;  // per sequence [start, end) ranges
+  int page = 0;             // > 0: paged K/V with this block size, shuffled block table
+  bool kv_interleaved = false;
+  int q_pad = 0, kv_pad = 0, o_pad = 0;  // extra elements per row
+  int num_splits = 0;
+};
+
+double to_double(uint16_t bits, FlashDType dt) {
+  if (dt == FlashDType::BF16) return static_cast<double>(Eigen::numext::bit_cast<wick::bf16>(bits));
+  return static_cast<double>(Eigen::numext::bit_cast<wick::f16>(bits));
+}
+uint16_t from_double(double x, FlashDType dt) {
+  if (dt == FlashDType::BF16) return Eigen::numext::bit_cast<uint16_t>(wick::bf16(static_cast<float>(x)));
+  return Eigen::numext::bit_cast<uint16_t>(wick::f16(static_cast<float>(x)));
+}
+double round_to(double x, FlashDType dt) { return to_double(from_double(x, dt), dt); }
+
+struct Result {
+  std::vector<double> out;  // (total_q, nh, hs) in this order, whatever the device layout
+  std::vector<double> lse;  // (total_q, nh)
+};
+
+struct RunErrors {
+  double fast = 0, naive = 0, emul = 0, lse_fast = 0, lse_naive = 0;
+};
+
+// Everything a case needs on the host and on the device.
+class Harness {
+ public:
+  explicit Harness(const Case& c) : c_(c) {
+    std::random_device rd;
+    seed_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+    rng_.seed(seed_);
+    B_ = static_cast<int>(c.sq.size());
+    for (int b = 0; b <= B_; ++b) {
+      cu_q_.push_back(b == 0 ? 0 : cu_q_[b - 1] + c.sq[b - 1]);
+      cu_k_.push_back(b == 0 ? 0 : cu_k_[b - 1] + c.sk[b - 1]);
+    }
+    max_sq_ = *std::max_element(c.sq.begin(), c.sq.end());
+    max_sk_ = *std::max_element(c.sk.begin(), c.sk.end());
+    total_q_ = cu_q_[B_];
+    total_k_ = cu_k_[B_];
+    build();
+  }
+  uint64_t seed() const { return seed_; }
+  int64_t total_q() const { return total_q_; }
+
+  // Runs the fast or the naive kernel with poisoned outputs; returns what it wrote, and
+  // fails the test case if any element stayed NaN.
+  Result run(bool fast, int num_splits) {
+    FlashFwdParams p = params_;
+    p.num_splits = num_splits;
+    CUDA_OK(cudaMemset(out_->ptr, 0xff, out_->bytes));  // 0xffff: NaN in bf16 and f16
+    CUDA_OK(cudaMemset(lse_->ptr, 0xff, lse_->bytes));  // NaN in f32
+    if (fast)
+      wick::kernels::flash_fwd(p, nullptr);
+    else
+      wick::kernels::flash_fwd_naive(p, nullptr);
+    CUDA_OK(cudaDeviceSynchronize());
+    auto raw = download<uint16_t>(*out_, out_elems_);
+    auto lse = download<float>(*lse_, lse_elems_);
+    Result r;
+    r.out.resize(static_cast<size_t>(total_q_) * c_.nh * c_.hs);
+    r.lse.resize(static_cast<size_t>(total_q_) * c_.nh);
+    int unwritten = 0;
+    for (int b = 0; b < B_; ++b)
+      for (int i = 0; i < c_.sq[b]; ++i)
+        for (int h = 0; h < c_.nh; ++h) {
+          const int64_t row = cu_q_[b] + i;
+          for (int d = 0; d < c_.hs; ++d) {
+            const double x = to_double(raw[o_index(b, i, h) + d], c_.dtype);
+            if (std::isnan(x)) ++unwritten;
+            r.out[(row * c_.nh + h) * c_.hs + d] = x;
+          }
+          const double l = lse[lse_index(b, i, h)];
+          if (std::isnan(l)) ++unwritten;
+          r.lse[row * c_.nh + h] = l;
+        }
+    CHECK_MESSAGE(unwritten == 0, c_.name, (fast ? " fast" : " naive"), ": ", unwritten,
+                  " outputs left unwritten (NaN), seed ", seed_);
+    return r;
+  }
+
+  // The contract evaluated in float64 (ref) and with P / out rounded to the dtype (emul).
+  void reference(Result& ref, Result& emul) const {
+    const size_t n = static_cast<size_t>(total_q_) * c_.nh * c_.hs;
+    ref.out.assign(n, 0.0);
+    emul.out.assign(n, 0.0);
+    ref.lse.assign(static_cast<size_t>(total_q_) * c_.nh, -INFINITY);
+    const int group = c_.nh / c_.nhk;
+    const double scale = params_.softmax_scale;
+    std::vector<double> logits, pr;
+    for (int b = 0; b < B_; ++b) {
+      const int sq = c_.sq[b], sk = c_.sk[b];
+      for (int h = 0; h < c_.nh; ++h) {
+        const int hk = h / group;
+        const double slope = c_.alibi ? slopes_[h] : 0.0;
+        for (int i = 0; i < sq; ++i) {
+          const int pos = i + sk - sq;
+          const int64_t row = cu_q_[b] + i;
+          logits.assign(sk, -INFINITY);
+          double mx = -INFINITY;
+          for (int t = 0; t < sk; ++t) {
+            if (!visible(b, pos, t)) continue;
+            double qk = 0;
+            for (int d = 0; d < c_.hs; ++d) qk += q_at(b, i, h, d) * k_at(b, t, hk, d);
+            double x = qk * scale;
+            if (c_.softcap > 0) x = c_.softcap * std::tanh(x / c_.softcap);
+            x -= slope * std::abs(pos - t);
+            logits[t] = x;
+            mx = std::max(mx, x);
+          }
+          if (mx == -INFINITY) continue;  // sees no key: 0 and -inf
+          pr.assign(sk, 0.0);
+          double sum = 0;
+          for (int t = 0; t < sk; ++t) sum += pr[t] = logits[t] == -INFINITY ? 0.0 : std::exp(logits[t] - mx);
+          ref.lse[row * c_.nh + h] = mx + std::log(sum);
+          for (int d = 0; d < c_.hs; ++d) {
+            double acc = 0, acc_e = 0;
+            for (int t = 0; t < sk; ++t) {
+              if (pr[t] == 0) continue;
+              const double vv = v_at(b, t, hk, d);
+              acc += pr[t] * vv;
+              acc_e += round_to(static_cast<float>(pr[t] / sum), c_.dtype) * vv;
+            }
+            ref.out[(row * c_.nh + h) * c_.hs + d] = acc / sum;
+            emul.out[(row * c_.nh + h) * c_.hs + d] = round_to(static_cast<float>(acc_e), c_.dtype);
+          }
+        }
+      }
+    }
+  }
+
+ private:
+  bool visible(int b, int pos, int t) const {
+    const int wl = params_.window_left, wr = params_.window_right;
+    if ((wl < 0 || t >= pos - wl) && (wr < 0 || t <= pos + wr)) return true;
+    if (!c_.mm.empty())
+      for (auto [s, e] : c_.mm[b])
+        if (s <= pos && pos < e && s <= t && t < e) return true;
+    return false;
+  }
+
+  std::vector<uint16_t> random_elems(size_t n) {
+    std::normal_distribution<float> dist(0.f, 1.f);
+    std::vector<uint16_t> v(n);
+    for (auto& x : v) x = from_double(dist(rng_), c_.dtype);
+    return v;
+  }
+
+  int64_t q_index(int b, int i, int h) const {
+    return b * params_.q_batch_stride + (c_.varlen ? cu_q_[b] : 0) * params_.q_row_stride +
+           static_cast<int64_t>(i) * params_.q_row_stride + h * params_.q_head_stride;
+  }
+  int64_t o_index(int b, int i, int h) const {
+    return b * params_.o_batch_stride + ((c_.varlen ? cu_q_[b] : 0) + i) * params_.o_row_stride +
+           h * params_.o_head_stride;
+  }
+  int64_t lse_index(int b, int i, int h) const {
+    return b * params_.lse_batch_stride + h * params_.lse_head_stride + (c_.varlen ? cu_q_[b] : 0) + i;
+  }
+  // Element index of key token t (head hk, channel 0) in the K buffer; V adds v_off_.
+  int64_t kv_index(int b, int t, int hk, bool v) const {
+    const int64_t head = hk * (v ? params_.v_head_stride : params_.k_head_stride) + (v ? v_off_ : 0);
+    if (c_.page > 0) {
+      const int blk = table_[b * bt_stride_ + t / c_.page];
+      return blk * params_.k_batch_stride + static_cast<int64_t>(t % c_.page) * params_.k_row_stride + head;
+    }
+    return b * params_.k_batch_stride + ((c_.varlen ? cu_k_[b] : 0) + t) * params_.k_row_stride + head;
+  }
+  double q_at(int b, int i, int h, int d) const { return to_double(hq_[q_index(b, i, h) + d], c_.dtype); }
+  double k_at(int b, int t, int hk, int d) const { return to_double(hkv_[kv_index(b, t, hk, false) + d], c_.dtype); }
+  double v_at(int b, int t, int hk, int d) const { return to_double(hkv_[kv_index(b, t, hk, true) + d], c_.dtype); }
+
+  void build();
+
+  Case c_;
+  uint64_t seed_ = 0;
+  std::mt19937_64 rng_;
+  int B_ = 0, max_sq_ = 0, max_sk_ = 0;
+  int64_t total_q_ = 0, total_k_ = 0;
+  std::vector<uint32_t> cu_q_, cu_k_;
+  std::vector<uint16_t> hq_, hkv_;
+  std::vector<int32_t> table_;
+  std::vector<float> slopes_;
+  int64_t bt_stride_ = 0, v_off_ = 0;
+  size_t out_elems_ = 0, lse_elems_ = 0;
+  FlashFwdParams params_;
+  std::unique_ptr<DevBuf> q_, kv_, out_, lse_, cuq_d_, cuk_d_, table_d_, slopes_d_, mm_d_;
+};
+
+void Harness::build() {
+  const Case& c = c_;
+  FlashFwdParams& p = params_;
+  p.dtype = c.dtype;
+  p.batch = B_;
+  p.num_heads = c.nh;
+  p.num_heads_k = c.nhk;
+  p.head_size = c.hs;
+  p.max_seqlen_q = max_sq_;
+  p.max_seqlen_k = max_sk_;
+  p.total_q = total_q_;
+  p.softmax_scale = c.scale > 0 ? c.scale : 1.f / std::sqrt(static_cast<float>(c.hs));
+  p.softcap = c.softcap;
+  p.window_left = c.causal ? -1 : c.wl;
+  p.window_right = c.causal ? 0 : c.wr;
+  p.is_causal = c.causal;
+  if (!c.mm.empty() && p.window_right == 0 && p.window_left < 0) p.window_left = max_sk_;  // plan's rule
+
+  // q: varlen (total_q, nh, hs) or batched (B, S, nh, hs) / (B, nh, S, hs), padded rows
+  const int64_t q_row = static_cast<int64_t>(c.nh) * c.hs + c.q_pad;
+  if (c.varlen) {
+    p.q_row_stride = q_row, p.q_head_stride = c.hs, p.q_batch_stride = 0;
+  } else if (c.head_major) {
+    p.q_row_stride = c.hs + c.q_pad, p.q_head_stride = max_sq_ * p.q_row_stride;
+    p.q_batch_stride = c.nh * p.q_head_stride;
+  } else {
+    p.q_row_stride = q_row, p.q_head_stride = c.hs, p.q_batch_stride = max_sq_ * q_row;
+  }
+  const int64_t q_elems = c.varlen ? total_q_ * q_row : B_ * p.q_batch_stride;
+  hq_ = random_elems(q_elems);
+  p.o_row_stride = c.head_major ? c.hs + c.o_pad : static_cast<int64_t>(c.nh) * c.hs + c.o_pad;
+  p.o_head_stride = c.head_major ? max_sq_ * p.o_row_stride : c.hs;
+  p.o_batch_stride = c.varlen ? 0 : (c.head_major ? c.nh * p.o_head_stride : max_sq_ * p.o_row_stride);
+  out_elems_ = c.varlen ? total_q_ * p.o_row_stride : B_ * p.o_batch_stride;
+  // lse: varlen (nh, total_q), batched (B, nh, S)
+  p.lse_head_stride = c.varlen ? total_q_ : max_sq_;
+  p.lse_batch_stride = c.varlen ? 0 : static_cast<int64_t>(c.nh) * max_sq_;
+  lse_elems_ = c.varlen ? c.nh * total_q_ : B_ * p.lse_batch_stride;
+
+  // k / v: one row holds k heads then (interleaved) v heads, plus padding
+  const int64_t kv_heads = static_cast<int64_t>(c.nhk) * c.hs;
+  const int64_t kv_row = (c.kv_interleaved ? 2 : 1) * kv_heads + c.kv_pad;
+  p.k_row_stride = p.v_row_stride = kv_row;
+  p.k_head_stride = p.v_head_stride = c.hs;
+  int64_t kv_rows = 0;
+  if (c.page > 0) {
+    int64_t blocks = 0;
+    std::vector<int> need(B_);
+    for (int b = 0; b < B_; ++b) blocks += need[b] = (c.sk[b] + c.page - 1) / c.page;
+    blocks += 3;  // unused blocks the table never names
+    std::vector<int32_t> perm(blocks);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng_);
+    const int cols = (max_sk_ + c.page - 1) / c.page + 1;
+    bt_stride_ = cols;
+    table_.assign(static_cast<size_t>(B_) * cols, 0);
+    int next = 0;
+    for (int b = 0; b < B_; ++b)
+      for (int j = 0; j < cols; ++j) table_[b * cols + j] = j < need[b] ? perm[next++] : perm[blocks - 1];
+    p.block_table_batch_stride = cols;
+    p.page_block_size = c.page;
+    p.num_blocks = blocks;
+    p.k_batch_stride = p.v_batch_stride = c.page * kv_row;
+    kv_rows = blocks * c.page;
+  } else {
+    p.k_batch_stride = p.v_batch_stride = c.varlen ? 0 : static_cast<int64_t>(max_sk_) * kv_row;
+    kv_rows = c.varlen ? total_k_ : static_cast<int64_t>(B_) * max_sk_;
+  }
+  const int64_t kv_elems = kv_rows * kv_row;
+  std::vector<uint16_t> kbuf = random_elems(kv_elems);
+  std::vector<uint16_t> vbuf = c.kv_interleaved ? std::vector<uint16_t>() : random_elems(kv_elems);
+  // K and V live in one host/device buffer: [K region | V region], or interleaved per row.
+  v_off_ = c.kv_interleaved ? kv_heads : kv_elems;
+  hkv_ = kbuf;
+  hkv_.insert(hkv_.end(), vbuf.begin(), vbuf.end());
+
+  q_ = std::make_unique<DevBuf>(hq_.size() * 2);
+  upload(*q_, hq_);
+  kv_ = std::make_unique<DevBuf>(hkv_.size() * 2);
+  upload(*kv_, hkv_);
+  out_ = std::make_unique<DevBuf>(out_elems_ * 2);
+  lse_ = std::make_unique<DevBuf>(lse_elems_ * 4);
+  p.q = q_->ptr;
+  p.k = kv_->ptr;
+  p.v = kv_->as<uint16_t>() + v_off_;
+  p.out = out_->ptr;
+  p.lse = lse_->as<float>();
+  if (c.varlen) {
+    cuq_d_ = std::make_unique<DevBuf>(cu_q_.size() * 4);
+    upload(*cuq_d_, cu_q_);
+    cuk_d_ = std::make_unique<DevBuf>(cu_k_.size() * 4);
+    upload(*cuk_d_, cu_k_);
+    p.cu_seqlens_q = cuq_d_->as<uint32_t>();
+    p.cu_seqlens_k = cuk_d_->as<uint32_t>();
+  } else {
+    p.seqlen_q = max_sq_;
+    p.seqlen_k = max_sk_;
+  }
+  if (c.page > 0) {
+    table_d_ = std::make_unique<DevBuf>(table_.size() * 4);
+    upload(*table_d_, table_);
+    p.block_table = table_d_->as<int32_t>();
+  }
+  if (c.alibi) {
+    std::uniform_real_distribution<float> sd(0.01f, 0.5f);
+    for (int h = 0; h < c.nh; ++h) slopes_.push_back(sd(rng_));
+    slopes_d_ = std::make_unique<DevBuf>(slopes_.size() * 4);
+    upload(*slopes_d_, slopes_);
+    p.alibi_slopes = slopes_d_->as<float>();
+  }
+  if (!c.mm.empty()) {
+    int max_r = 0;
+    for (auto& r : c.mm) max_r = std::max<int>(max_r, static_cast<int>(r.size()));
+    std::vector<int32_t> mm(static_cast<size_t>(B_) * max_r * 2, 0);  // [0,0) pads: empty ranges
+    for (int b = 0; b < B_; ++b)
+      for (size_t k = 0; k < c.mm[b].size(); ++k) {
+        mm[(b * max_r + k) * 2] = c.mm[b][k].first;
+        mm[(b * max_r + k) * 2 + 1] = c.mm[b][k].second;
+      }
+    mm_d_ = std::make_unique<DevBuf>(mm.size() * 4);
+    upload(*mm_d_, mm);
+    p.mm_prefix_ranges = mm_d_->as<int32_t>();
+    p.mm_batch_stride = 2 * max_r;
+    p.mm_range_stride = 2;
+    p.mm_max_ranges = max_r;
+  }
+}
+
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
+}
+
+// LSE error; a -inf reference must be matched exactly (the row saw no key).
+double lse_error(const std::vector<double>& got, const std::vector<double>& ref) {
+  double m = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isinf(ref[i]) || std::isinf(got[i])) {
+      if (got[i] != ref[i]) return INFINITY;
+      continue;
+    }
+    m = std::max(m, std::abs(got[i] - ref[i]));
+  }
+  return m;
+}
+
+// Runs one case (fast, forced split count, naive) and checks everything the header lists.
+void check_case(const Case& c) {
+  Harness hns(c);
+  INFO("case ", c.name, " seed ", hns.seed());
+  Result ref, emul;
+  hns.reference(ref, emul);
+  Result fast = hns.run(true, c.num_splits);
+  Result naive = hns.run(false, 0);
+  RunErrors e;
+  e.fast = max_abs_diff(fast.out, ref.out);
+  e.naive = max_abs_diff(naive.out, ref.out);
+  e.emul = max_abs_diff(emul.out, ref.out);
+  e.lse_fast = lse_error(fast.lse, ref.lse);
+  e.lse_naive = lse_error(naive.lse, ref.lse);
+  const double bound = 2 * std::max(e.naive, e.emul) + 1e-5;
+  std::printf("[flash] %-34s fast %.2e naive %.2e emul %.2e bound %.2e lse %.1e/%.1e %s\n", c.name.c_str(),
+              e.fast, e.naive, e.emul, bound, e.lse_fast, e.lse_naive, e.fast <= bound ? "ok" : "FAIL");
+  CHECK(e.fast <= bound);
+  CHECK(e.naive <= 2 * e.emul + 1e-5);
+  CHECK(e.lse_fast <= 2e-3);
+  CHECK(e.lse_naive <= 2e-3);
+}
+
+std::vector<int> lengths(std::mt19937_64& rng, int n, int lo, int hi) {
+  std::uniform_int_distribution<int> d(lo, hi);
+  std::vector<int> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+std::mt19937_64& case_rng() {
+  static std::mt19937_64 rng{std::random_device{}()};
+  return rng;
+}
+
+Case varlen_case(std::string name, int batch, int lo, int hi, int hs) {
+  Case c;
+  c.name = std::move(name);
+  c.sq = lengths(case_rng(), batch, lo, hi);
+  c.sk = c.sq;
+  c.hs = hs;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("flash kernels: varlen prefill, masks and score modifiers") {
+  SKIP_WITHOUT_CUDA();
+  std::vector<Case> cases;
+  for (bool causal : {false, true}) {
+    Case c = varlen_case(causal ? "varlen causal d64" : "varlen d64", 5, 1, 300, 64);
+    c.causal = causal;
+    cases.push_back(c);
+  }
+  {
+    Case c = varlen_case("sq<sk causal (bottom-right)", 4, 1, 150, 128);
+    c.sk = lengths(case_rng(), 4, 150, 400);
+    c.causal = true;
+    cases.push_back(c);
+    c.name = "sq>sk causal (rows see nothing)";
+    std::swap(c.sq, c.sk);
+    cases.push_back(c);
+  }
+  {
+    Case c = varlen_case("zero-length sequences, batch 9", 9, 0, 200, 64);
+    c.sq[0] = 0, c.sk[2] = 0, c.sq[5] = 0, c.sk[5] = 0;
+    c.sk[7] = c.sq[7] + 37;
+    c.causal = true;
+    cases.push_back(c);
+  }
+  {
+    Case c = varlen_case("sliding window 37/5", 4, 50, 300, 64);
+    c.wl = 37, c.wr = 5;
+    cases.push_back(c);
+    c.name = "window left 70 only";
+    c.wl = 70, c.wr = -1;
+    cases.push_back(c);
+    c.name = "window right 20 only, sq!=sk";
+    c.wl = -1, c.wr = 20;
+    c.sk = lengths(case_rng(), 4, 20, 400);
+    cases.push_back(c);
+  }
+  {
+    Case c = varlen_case("alibi causal", 3, 40, 260, 128);
+    c.alibi = true, c.causal = true;
+    cases.push_back(c);
+    c.name = "softcap 5, scale 1";
+    c.alibi = false, c.causal = false, c.softcap = 5.f, c.scale = 1.f;
+    cases.push_back(c);
+    c.name = "alibi + softcap + window";
+    c.alibi = true, c.softcap = 20.f, c.scale = 0.f, c.wl = 50, c.wr = 3;
+    cases.push_back(c);
+  }
+  {
+    Case c = varlen_case("mm-prefix ranges, causal", 3, 60, 300, 64);
+    c.causal = true;
+    for (int b = 0; b < 3; ++b) {
+      const int n = c.sk[b];
+      c.mm.push_back({{n / 8, n / 8 + n / 5}, {n / 2, n / 2 + n / 6}});
+    }
+    c.mm[1].pop_back();
+    cases.push_back(c);
+  }
+  for (const Case& c : cases) check_case(c);
+}
+
+TEST_CASE("flash kernels: GQA/MQA, head sizes, layouts, dtypes") {
+  SKIP_WITHOUT_CUDA();
+  std::vector<Case> cases;
+  for (auto [nh, nhk] : {std::pair{8, 4}, std::pair{16, 2}, std::pair{8, 1}}) {
+    Case c = varlen_case("gqa " + std::to_string(nh) + "/" + std::to_string(nhk) + " causal", 3, 20, 200, 64);
+    c.nh = nh, c.nhk = nhk, c.causal = true;
+    cases.push_back(c);
+  }
+  for (int hs : {8, 16, 32, 40, 64, 72, 96, 120, 128, 136, 160, 192, 200, 224, 256, 320, 512}) {
+    Case c = varlen_case("head size " + std::to_string(hs), 2, 30, 160, hs);
+    c.nh = 2, c.nhk = 1, c.causal = hs % 16 == 0;
+    cases.push_back(c);
+  }
+  {
+    Case c = varlen_case("interleaved kv + padded rows", 3, 20, 200, 64);
+    c.kv_interleaved = true, c.q_pad = 24, c.kv_pad = 8, c.o_pad = 16, c.nh = 4, c.nhk = 2;
+    cases.push_back(c);
+    c.name = "misaligned strides (naive fallback)";
+    c.q_pad = 4, c.kv_pad = 4;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "batched layout, head-major q/out";
+    c.varlen = false, c.head_major = true;
+    c.sq = {100, 100, 100}, c.sk = {170, 170, 170};
+    c.causal = true, c.hs = 96, c.nh = 6, c.nhk = 3, c.q_pad = 8;
+    cases.push_back(c);
+    c.name = "batched layout, row-major";
+    c.head_major = false, c.causal = false, c.kv_pad = 16;
+    cases.push_back(c);
+  }
+  for (int hs : {64, 128, 256}) {
+    Case c = varlen_case("f16 causal d" + std::to_string(hs), 3, 10, 200, hs);
+    c.dtype = FlashDType::F16, c.causal = true, c.nh = 4, c.nhk = 2;
+    cases.push_back(c);
+  }
+  {
+    Case c = varlen_case("f16 alibi softcap d512", 2, 10, 90, 512);
+    c.dtype = FlashDType::F16, c.alibi = true, c.softcap = 10.f, c.nh = 2, c.nhk = 1;
+    cases.push_back(c);
+  }
+  for (const Case& c : cases) check_case(c);
+}
+
+TEST_CASE("flash kernels: paged K/V with shuffled block tables") {
+  SKIP_WITHOUT_CUDA();
+  std::vector<Case> cases;
+  for (int page : {32, 64, 256}) {
+    for (bool causal : {false, true}) {
+      Case c = varlen_case("paged " + std::to_string(page) + (causal ? " causal" : ""), 4, 1, 300, 128);
+      c.sk = lengths(case_rng(), 4, 1, 700);
+      c.sk[1] = c.sq[1];
+      c.page = page, c.causal = causal, c.nh = 4, c.nhk = 2;
+      cases.push_back(c);
+    }
+  }
+  {
+    Case c = varlen_case("paged 32 interleaved, d64, window", 3, 20, 150, 64);
+    c.sk = lengths(case_rng(), 3, 150, 500);
+    c.page = 32, c.kv_interleaved = true, c.kv_pad = 8, c.wl = 60, c.wr = 0;
+    cases.push_back(c);
+    c.name = "paged 64 f16 d256 alibi";
+    c.dtype = FlashDType::F16, c.page = 64, c.hs = 256, c.alibi = true, c.wl = -1, c.wr = -1;
+    cases.push_back(c);
+  }
+  for (const Case& c : cases) check_case(c);
+}
+
+TEST_CASE("flash kernels: decode, forced split counts agree") {
+  SKIP_WITHOUT_CUDA();
+  // One query per sequence, GQA 32/8, paged 64: the decode shape.
+  Case c;
+  c.name = "decode gqa 32/8 paged 64";
+  c.sq = {1, 1, 1, 1, 1};
+  c.sk = lengths(case_rng(), 5, 1, 2500);
+  c.sk[2] = 0;
+  c.nh = 32, c.nhk = 8, c.hs = 128, c.page = 64, c.causal = true;
+  check_case(c);
+  Harness hns(c);
+  INFO("seed ", hns.seed());
+  Result ref, emul;
+  hns.reference(ref, emul);
+  const Result one = hns.run(true, 1);
+  double top = 0;
+  for (double x : one.out) top = std::max(top, std::abs(x));
+  for (int splits : {2, 3, 5, 8, 17, 40}) {
+    const Result r = hns.run(true, splits);
+    const double diff = max_abs_diff(r.out, one.out), err = max_abs_diff(r.out, ref.out);
+    std::printf("[flash] decode splits %2d: max|out - out_1split| %.2e, err %.2e, lse %.1e\n", splits, diff, err,
+                lse_error(r.lse, ref.lse));
+    CHECK(diff <= top * std::ldexp(1.0, -7));  // within two bf16 ulps of the largest output
+    CHECK(err <= 2 * max_abs_diff(emul.out, ref.out) + 1e-5);
+    CHECK(lse_error(r.lse, ref.lse) <= 2e-3);
+  }
+  Case d = c;
+  d.name = "decode d64 gqa 8/2 sq 1..2, window";
+  d.sq = {1, 2, 2, 1}, d.sk = lengths(case_rng(), 4, 2, 1500);
+  d.nh = 8, d.nhk = 2, d.hs = 64, d.page = 0, d.causal = false, d.wl = 300, d.wr = 0, d.num_splits = 4;
+  check_case(d);
+  d.name = "decode f16 mqa 16/1 paged 32, 7 splits";
+  d.dtype = FlashDType::F16, d.nh = 16, d.nhk = 1, d.hs = 128, d.page = 32, d.wl = -1, d.num_splits = 7;
+  d.sq = {1, 1, 1};
+  d.sk = lengths(case_rng(), 3, 100, 3000);
+  check_case(d);
+}
+
+// Small shapes for compute-sanitizer (memcheck / racecheck): every kernel (naive, prefill
+// with Q in registers and from shared memory, d512 column chunks, decode, combine), paged
+// and not, causal and not, tails.
+TEST_CASE("flash kernels: sanitizer subset") {
+  SKIP_WITHOUT_CUDA();
+  std::vector<Case> cases;
+  {
+    Case c = varlen_case("san: d64 causal tails", 3, 1, 150, 64);
+    c.causal = true, c.nh = 2, c.nhk = 1;
+    cases.push_back(c);
+    c.name = "san: d128 paged 32";
+    c.hs = 128, c.page = 32, c.causal = false;
+    c.sk = lengths(case_rng(), 3, 1, 200);
+    cases.push_back(c);
+    c.name = "san: d256 paged 64 causal f16";
+    c.hs = 256, c.page = 64, c.causal = true, c.dtype = FlashDType::F16;
+    cases.push_back(c);
+    c.name = "san: d512 window";
+    c.hs = 512, c.page = 0, c.causal = false, c.wl = 20, c.wr = 10, c.dtype = FlashDType::BF16;
+    c.sk = c.sq;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "san: decode split 3 paged 64";
+    c.sq = {1, 1}, c.sk = {300, 129};
+    c.nh = 8, c.nhk = 2, c.hs = 128, c.page = 64, c.causal = true, c.num_splits = 3;
+    cases.push_back(c);
+  }
+  for (const Case& c : cases) check_case(c);
+}
+
+#endif  // WICK_WITH_CUDA
