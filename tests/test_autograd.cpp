@@ -179,7 +179,7 @@ TEST_CASE("autograd: a rule returning the wrong shape is reported with the op's 
   Tensor x = f64({1.0, 2.0, 3.0}, {3});
   x.requires_grad(true);
   Tensor y = record(f64({6.0}, Shape{}), "bad_sum", {x},
-                    [](const Tensor& g) { return std::vector<Tensor>{f64({1.0, 1.0}, {2})}; });
+                    [](const Tensor&) { return std::vector<Tensor>{f64({1.0, 1.0}, {2})}; });
   CHECK_THROWS_WITH_AS(y.backward(),
                        "backward of 'bad_sum': gradient for input 0 is [2] F64 on Cpu but the input is [3] F64 on Cpu",
                        Error);

@@ -43,10 +43,7 @@ Tensor positive(const Shape& s, uint64_t seed) {
   return Tensor::from_vec(v, s, Device::cpu());
 }
 
-// A tensor of `values` on the device (and in the float dtype) of `like`.
-Tensor like(const Tensor& like, const std::vector<double>& values, const Shape& s) {
-  return Tensor::from_vec(values, s, Device::cpu()).to_dtype(like.dtype()).to_device(like.device());
-}
+// Index or mask values on the device of `like` (inputs move to the GPU in the CUDA check).
 template <class T>
 Tensor ints_on(const Tensor& like, const std::vector<T>& values, const Shape& s) {
   return Tensor::from_vec(values, s, Device::cpu()).to_device(like.device());
