@@ -1,0 +1,3 @@
+# CPU flash-attention benchmark (bench/RESULTS.md, "CPU attention").
+add_executable(bench_attention_cpu ${CMAKE_CURRENT_LIST_DIR}/bench_attention_cpu.cpp)
+target_link_libraries(bench_attention_cpu PRIVATE wick::wick)
