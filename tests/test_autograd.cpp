@@ -101,6 +101,15 @@ TEST_CASE("autograd: a tensor used twice gets the sum of both paths") {
   // The store also holds intermediates: d loss / dy = 2y + 1.
   check_close(store.get(y).to_f64_vec(), {2 * std::sin(xv[0]) + 1, 2 * std::sin(xv[1]) + 1});
   CHECK_FALSE(x.grad().defined());  // autograd::grad leaves the leaves alone
+
+  // Without keep_intermediate only the leaves' gradients survive the pass.
+  Tensor y2 = tsin(x);
+  autograd::BackwardOptions lean;
+  lean.keep_intermediate = false;
+  autograd::GradStore leaves_only = autograd::grad(tsum(tmul(y2, y2)), lean);
+  CHECK(leaves_only.size() == 1);
+  CHECK(leaves_only.contains(x));
+  CHECK_FALSE(leaves_only.get(y2).defined());
 }
 
 TEST_CASE("autograd: gradients accumulate across backward calls until zeroed") {

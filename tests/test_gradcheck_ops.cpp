@@ -195,6 +195,38 @@ std::vector<OpCase> view_cases() {
   };
 }
 
+// Ops fed non-contiguous views (transposed, narrowed, broadcast): the forward must read the
+// layout and the rule must hand back a gradient the view's own rule can map to the input.
+std::vector<OpCase> strided_input_cases() {
+  return {
+      // d tanh(x^T) / dx = (1 - tanh^2) transposed back
+      {"tanh of a transposed view", [](const In& x) { return tanh(x[0].t()); }, {rnd({3, 4}, 140)}},
+      {"sum over dim 0 of a permuted view", [](const In& x) { return sum(x[0].permute({2, 0, 1}), {0}); },
+       {rnd({2, 3, 4}, 141)}},
+      {"max over a narrowed view", [](const In& x) { return max(x[0].narrow(1, 1, 3), {1}); }, {rnd({3, 5}, 142)}},
+      {"log_softmax of a narrowed view", [](const In& x) { return log_softmax(x[0].narrow(0, 1, 2)); },
+       {rnd({4, 5}, 143)}},
+      {"layer_norm of a transposed view", [](const In& x) { return layer_norm(x[0].t(), x[1], x[2], 1e-5); },
+       {rnd({4, 3}, 144), rnd({4}, 145), rnd({4}, 146)}},
+      {"rms_norm with a broadcast weight view", [](const In& x) {
+         return rms_norm(x[0], x[1].broadcast_as({2, 4}).narrow(0, 0, 1).squeeze(0), 1e-5);
+       },
+       {rnd({3, 4}, 147), rnd({4}, 148)}},
+      {"index_select of a transposed view", [](const In& x) {
+         return index_select(x[0].t(), ints_on<int64_t>(x[0], {1, 1, 0}, {3}), 0);
+       },
+       {rnd({3, 2}, 149)}},
+      {"cat of a view and its transpose", [](const In& x) { return cat({x[0], x[0].t()}, 0); }, {rnd({2, 2}, 150)}},
+      {"where over broadcast views", [](const In& x) {
+         Tensor cond = ints_on<uint8_t>(x[0], {1, 0, 0, 1}, {2, 2});
+         return where(cond, x[0].unsqueeze(0).broadcast_as({2, 2}), x[1].reshape({2, 1}));
+       },
+       {rnd({2}, 151), rnd({2}, 152)}},
+      {"matmul with a batch-broadcast view", [](const In& x) { return matmul(x[0].broadcast_as({2, 3, 4}), x[1]); },
+       {rnd({3, 4}, 153), rnd({2, 4, 2}, 154)}},
+  };
+}
+
 // Casts compare f32-rounded values, so finite differences need a larger step and tolerance.
 std::vector<OpCase> cast_cases() {
   OpCase c{"cast F64 -> F32 -> F64", [](const In& x) { return cast(cast(x[0], DType::F32), DType::F64); },
@@ -238,6 +270,7 @@ TEST_CASE("gradcheck cpu: reductions") { run_cpu(reduce_cases()); }
 TEST_CASE("gradcheck cpu: softmax and norms") { run_cpu(softmax_norm_cases()); }
 TEST_CASE("gradcheck cpu: matmul, cat, index_select, embedding") { run_cpu(matmul_gather_cases()); }
 TEST_CASE("gradcheck cpu: views") { run_cpu(view_cases()); }
+TEST_CASE("gradcheck cpu: ops on strided views") { run_cpu(strided_input_cases()); }
 TEST_CASE("gradcheck cpu: casts") { run_cpu(cast_cases()); }
 
 TEST_CASE("gradcheck cuda: unary ops") { SKIP_WITHOUT_CUDA(); run_cuda(unary_cases()); }
@@ -246,6 +279,7 @@ TEST_CASE("gradcheck cuda: reductions") { SKIP_WITHOUT_CUDA(); run_cuda(reduce_c
 TEST_CASE("gradcheck cuda: softmax and norms") { SKIP_WITHOUT_CUDA(); run_cuda(softmax_norm_cases()); }
 TEST_CASE("gradcheck cuda: matmul, cat, index_select, embedding") { SKIP_WITHOUT_CUDA(); run_cuda(matmul_gather_cases()); }
 TEST_CASE("gradcheck cuda: views") { SKIP_WITHOUT_CUDA(); run_cuda(view_cases()); }
+TEST_CASE("gradcheck cuda: ops on strided views") { SKIP_WITHOUT_CUDA(); run_cuda(strided_input_cases()); }
 
 TEST_CASE("gradcheck: comparisons, argmax/argmin and copy_into record no graph") {
   Tensor a = rnd({2, 3}, 120), b = rnd({2, 3}, 121);
