@@ -316,7 +316,7 @@ VarlenCase random_case(std::mt19937_64& gen, uint64_t seed) {
 
 TEST_CASE("attention: random varlen grid against float64 (paged and not, every mask kind)") {
   std::mt19937_64 gen(20240601);
-  for (uint64_t i = 0; i < 48; ++i) run_case(random_case(gen, 1000 + 17 * i));
+  for (uint64_t i = 0; i < 160; ++i) run_case(random_case(gen, 1000 + 17 * i));
 }
 
 TEST_CASE("attention: long sequences cross many key and query blocks") {

@@ -250,10 +250,24 @@ class Worker {
         S_(r, c) -= slope * static_cast<float>(std::abs(pos0 + r - (n0 + c)));
   }
 
+  // The window leaves each row one contiguous span of keys: fill -inf on both sides of it.
+  // Rows inside an mm-prefix range may see more, so they take the per-key test.
   void apply_mask(const std::vector<Range>& ranges, int64_t pos0, int64_t n0, int rows, int cols) {
-    for (int r = 0; r < rows; ++r)
-      for (int c = 0; c < cols; ++c)
-        if (!visible(p_, ranges, pos0 + r, n0 + c)) S_(r, c) = kNegInf;
+    for (int r = 0; r < rows; ++r) {
+      const int64_t pos = pos0 + r;
+      const bool in_range = std::any_of(ranges.begin(), ranges.end(),
+                                        [&](const Range& g) { return g.begin <= pos && pos < g.end; });
+      if (in_range) {
+        for (int c = 0; c < cols; ++c)
+          if (!visible(p_, ranges, pos, n0 + c)) S_(r, c) = kNegInf;
+        continue;
+      }
+      const int64_t lo = p_.window_left < 0 ? 0 : std::clamp<int64_t>(pos - p_.window_left - n0, 0, cols);
+      const int64_t hi = p_.window_right < 0 ? cols : std::clamp<int64_t>(pos + p_.window_right + 1 - n0, lo, cols);
+      float* row = S_.row(r).data();
+      std::fill(row, row + lo, kNegInf);
+      std::fill(row + hi, row + cols, kNegInf);
+    }
   }
 
   // S_ holds this block's logits; on return it holds P = exp(S - m_new) (exact zeros where
