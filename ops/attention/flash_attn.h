@@ -118,3 +118,7 @@ Tensor flash_attn_varlen_alibi_windowed_softcap(const Tensor& q, const Tensor& k
                                                 float softcap);
 
 }  // namespace wick
+
+// The rest of the attention API (one include brings it all, as wick.h expects).
+#include "ops/attention/paged_kv_cache.h"
+#include "ops/attention/reference.h"
