@@ -279,6 +279,7 @@ AttnPlan plan_varlen(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k
   p.num_heads = to_i32(kVarlenOp, "num_heads", num_heads);
   p.num_heads_k = to_i32(kVarlenOp, "num_heads_k", num_heads_k);
   p.batch = to_i32(kVarlenOp, "batch size", batch_size);
+  if (op.mm_prefix_ranges) p.mm_max_ranges = to_i32(kVarlenOp, "max_ranges", op.mm_prefix_ranges->dim(1));
   plan.paged = paged;
   plan.varlen = true;
   plan.seqlens_q = op.seqlens_q.to_vec<uint32_t>();
@@ -326,7 +327,6 @@ AttnPlan plan_varlen(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k
     p.mm_prefix_ranges = static_cast<const int32_t*>(m.data_ptr());
     p.mm_batch_stride = m.stride()[0];
     p.mm_range_stride = m.stride()[1];
-    p.mm_max_ranges = to_i32(kVarlenOp, "max_ranges", m.dim(1));
   }
   convert_windows(p, op.window_size_left, op.window_size_right, op.max_seqlen_k,
                   op.mm_prefix_ranges.has_value());
