@@ -395,3 +395,16 @@ TEST_CASE("attention: the reference path runs the same plan and raises the same 
                          Error);
   }
 }
+
+TEST_CASE("attention: every head size from 8 to 512 in steps of 8") {
+  for (size_t d = 8; d <= 512; d += 8) {
+    VarlenCase c;
+    c.dtype = d % 16 ? DType::F16 : DType::BF16;
+    c.lens_q = {5, 3};
+    c.lens_k = {7, 0};
+    c.hk = 1, c.group = 2, c.d = d, c.seed = 500 + d;
+    c.mask.right = 0;
+    c.page = d % 24 == 0 ? 32 : 0;
+    run_case(c);
+  }
+}
