@@ -149,3 +149,23 @@ TEST_CASE("ops: rms_norm and layer_norm against a double loop") {
       }
   }
 }
+
+TEST_CASE("ops: long rows (block-wide combines) agree between CUDA and CPU") {
+  SKIP_WITHOUT_CUDA();
+  Device gpu = Device::cuda(0), cpu = Device::cpu();
+  for (DType dt : {DType::F32, DType::BF16}) {
+    INFO(dtype_name(dt));
+    Tensor x = Tensor::randn({3, 70001}, dt, cpu, 91);
+    Tensor xg = x.to_device(gpu);
+    const double tol = dt == DType::F32 ? 1e-4 : 3e-2;
+    check_close(sum(xg, {1}), sum(cast(x, DType::F64), {1}).to_f64_vec(), dt == DType::F32 ? 1e-3 : 0.5);
+    check_close(max(xg, {1}), max(x, {1}).to_f64_vec(), 0);
+    CHECK(argmin(xg, 1).to_vec<int64_t>() == argmin(x, 1).to_vec<int64_t>());
+    // Scaled by the row length so entries are O(1) and the tolerance is relative.
+    check_close(softmax(xg) * 70001.0, (softmax(x) * 70001.0).to_f64_vec(), tol);
+    check_close(log_softmax(xg), log_softmax(x).to_f64_vec(), tol);
+    Tensor w = Tensor::randn({70001}, dt, cpu, 92), b = Tensor::randn({70001}, dt, cpu, 93);
+    check_close(layer_norm(xg, w.to_device(gpu), b.to_device(gpu), 1e-5), layer_norm(x, w, b, 1e-5).to_f64_vec(), tol);
+    check_close(rms_norm(xg, w.to_device(gpu), 1e-5), rms_norm(x, w, 1e-5).to_f64_vec(), tol);
+  }
+}
