@@ -38,8 +38,8 @@ Tensor powf(const Tensor& x, double e);                  // x ^ e (NaN for x < 0
 // ---- elementwise binary, numpy broadcasting ---------------------------------------------
 // lhs and rhs broadcast to a common shape (dims aligned from the right; each pair equal or
 // one of them 1), else "shape mismatch in add, lhs: [2, 3], rhs: [4]". Same dtype required.
-// Arithmetic: every dtype on CPU and CUDA (integer division truncates; by zero is an error-free
-// undefined value on CUDA, as in C).
+// Arithmetic: every dtype on CPU and CUDA. Integer division truncates toward zero; division by
+// zero raises "div: integer division by zero" on CPU and yields 0 on CUDA (kernels cannot throw).
 Tensor add(const Tensor& lhs, const Tensor& rhs);
 Tensor sub(const Tensor& lhs, const Tensor& rhs);
 Tensor mul(const Tensor& lhs, const Tensor& rhs);
@@ -87,7 +87,8 @@ Tensor max(const Tensor& x, const std::vector<size_t>& dims, bool keepdim = fals
 Tensor min(const Tensor& x, const std::vector<size_t>& dims, bool keepdim = false);
 Tensor sum_all(const Tensor& x);   // rank-0 sum of every element
 Tensor mean_all(const Tensor& x);  // rank-0 mean of every element
-// Index (I64) of the first largest / smallest element along `dim` (NaN compares as smallest).
+// Index (I64) of the first largest / smallest element along `dim`. A NaN never replaces the
+// running best (so a leading NaN wins and later NaNs are skipped); same rule on every device.
 Tensor argmax(const Tensor& x, size_t dim, bool keepdim = false);
 Tensor argmin(const Tensor& x, size_t dim, bool keepdim = false);
 // Sums `grad` down to `shape` when grad's shape is shape broadcast (the backward of a
