@@ -1,8 +1,9 @@
 // Tile shapes per head size (see FlashConfig in flash_fwd_kernel.cuh for the fields).
-// Prefill: 16 rows per warp; d <= 128 keeps Q in registers and uses 128-row tiles
-// (8 warps) so each K/V tile read from L2 serves 128 queries; d >= 160 uses 64-row tiles
-// with 32-key tiles so two CTAs fit an SM's 227 KB of shared memory; d = 512 produces
-// its output in two 256-channel chunks (grid dimension) to keep O in registers.
+// Prefill: d <= 128 uses 128-row tiles of 4 warps x 32 rows (two mma row tiles per warp,
+// so each K/V fragment read from shared memory feeds two mmas), Q in registers up to d = 64;
+// d >= 160 keeps O in registers only at 16 rows per warp: 64-row tiles with 32-key tiles so
+// two CTAs fit an SM's 227 KB of shared memory; d = 512 produces its output in two
+// 256-channel chunks (grid dimension) to keep O in registers.
 // Decode: one warp-row of 16 (query heads of a GQA group packed as rows), 4 warps splitting
 // each 64-key tile, 3-4 stages of K/V in flight: the kernel is a K/V stream.
 #pragma once
@@ -11,18 +12,18 @@
 namespace wick::kernels::flash {
 
 template <int D> struct PrefillConfig;
-template <> struct PrefillConfig<32> { using type = FlashConfig<32, 32, 8, 1, 64, 3, true>; };
-template <> struct PrefillConfig<64> { using type = FlashConfig<64, 64, 8, 1, 64, 3, true>; };
-template <> struct PrefillConfig<96> { using type = FlashConfig<96, 96, 8, 1, 64, 2, true>; };
-template <> struct PrefillConfig<128> { using type = FlashConfig<128, 128, 8, 1, 64, 2, true>; };
-template <> struct PrefillConfig<160> { using type = FlashConfig<160, 160, 4, 1, 32, 2, false>; };
-template <> struct PrefillConfig<192> { using type = FlashConfig<192, 192, 4, 1, 32, 2, false>; };
-template <> struct PrefillConfig<224> { using type = FlashConfig<224, 224, 4, 1, 32, 2, false>; };
-template <> struct PrefillConfig<256> { using type = FlashConfig<256, 256, 4, 1, 32, 2, false>; };
-template <> struct PrefillConfig<512> { using type = FlashConfig<512, 256, 4, 1, 32, 2, false>; };
+template <> struct PrefillConfig<32> { using type = FlashConfig<32, 32, 4, 2, 1, 64, 3, true>; };
+template <> struct PrefillConfig<64> { using type = FlashConfig<64, 64, 4, 2, 1, 64, 3, true>; };
+template <> struct PrefillConfig<96> { using type = FlashConfig<96, 96, 4, 2, 1, 32, 3, false>; };
+template <> struct PrefillConfig<128> { using type = FlashConfig<128, 128, 4, 2, 1, 32, 3, false>; };
+template <> struct PrefillConfig<160> { using type = FlashConfig<160, 160, 4, 1, 1, 32, 2, false>; };
+template <> struct PrefillConfig<192> { using type = FlashConfig<192, 192, 4, 1, 1, 32, 2, false>; };
+template <> struct PrefillConfig<224> { using type = FlashConfig<224, 224, 4, 1, 1, 32, 2, false>; };
+template <> struct PrefillConfig<256> { using type = FlashConfig<256, 256, 4, 1, 1, 32, 2, false>; };
+template <> struct PrefillConfig<512> { using type = FlashConfig<512, 256, 4, 1, 1, 32, 2, false>; };
 
 template <int D> struct DecodeConfig { using type = void; };
-template <> struct DecodeConfig<64> { using type = FlashConfig<64, 64, 1, 4, 64, 4, true>; };
-template <> struct DecodeConfig<128> { using type = FlashConfig<128, 128, 1, 4, 64, 3, true>; };
+template <> struct DecodeConfig<64> { using type = FlashConfig<64, 64, 1, 1, 4, 64, 4, true>; };
+template <> struct DecodeConfig<128> { using type = FlashConfig<128, 128, 1, 1, 4, 64, 3, true>; };
 
 }  // namespace wick::kernels::flash

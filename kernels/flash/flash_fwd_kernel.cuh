@@ -42,26 +42,32 @@ namespace wick::kernels::flash {
 //             zero-padded up to it)
 //   kDV:      output channels one CTA produces (kD, or half of it for d = 512: the grid then
 //             has a column-chunk dimension and QK^T is recomputed per chunk)
-//   kMWarps:  warps along the rows, 16 rows each (kBlockM = 16 * kMWarps)
+//   kMWarps:  warps along the rows; kMTiles: 16-row mma tiles per warp (kBlockM =
+//             16 * kMTiles * kMWarps). Two tiles per warp let every K/V fragment read from
+//             shared memory feed two mmas: shared-memory bandwidth, not the tensor cores,
+//             bounds a one-tile warp.
 //   kNWarps:  warps that split each key tile between them (decode: few rows, many keys)
 //   kBlockN:  keys per tile;  kStages: shared-memory pipeline depth
 //   kQInRegs: Q fragments live in registers for the whole key loop
-template <int kD_, int kDV_, int kMWarps_, int kNWarps_, int kBlockN_, int kStages_, bool kQInRegs_>
+template <int kD_, int kDV_, int kMWarps_, int kMTiles_, int kNWarps_, int kBlockN_, int kStages_, bool kQInRegs_>
 struct FlashConfig {
-  static constexpr int kD = kD_, kDV = kDV_, kMWarps = kMWarps_, kNWarps = kNWarps_;
+  static constexpr int kD = kD_, kDV = kDV_, kMWarps = kMWarps_, kMTiles = kMTiles_, kNWarps = kNWarps_;
   static constexpr int kBlockN = kBlockN_, kStages = kStages_;
   static constexpr bool kQInRegs = kQInRegs_;
   static constexpr int kWarps = kMWarps * kNWarps, kThreads = kWarps * 32;
-  static constexpr int kBlockM = 16 * kMWarps;
+  static constexpr int kWarpRows = 16 * kMTiles;
+  static constexpr int kBlockM = kWarpRows * kMWarps;
   static constexpr int kWN = kBlockN / kNWarps;  // keys per warp per tile
   static constexpr int kStrideQK = kD + 8, kStrideV = kDV + 8;  // padded rows (elements)
   static constexpr int kStrideO = kDV + 8;                       // epilogue rows (floats)
   static constexpr int kElemsQ = kBlockM * kStrideQK, kElemsK = kBlockN * kStrideQK, kElemsV = kBlockN * kStrideV;
-  static constexpr int kSmemMain = 2 * (kElemsQ + kStages * (kElemsK + kElemsV));
+  // + per-stage tables of key-row element offsets (K and V), -1 for rows past sk
+  static constexpr int kSmemMain = 2 * (kElemsQ + kStages * (kElemsK + kElemsV)) + 2 * 8 * kStages * kBlockN;
   static constexpr int kSmemEpi = 4 * (kNWarps * kBlockM * kStrideO + 2 * kNWarps * kBlockM);
   static constexpr int kSmem = kSmemMain > kSmemEpi ? kSmemMain : kSmemEpi;
   static_assert(kD % 16 == 0 && kDV % 16 == 0 && kWN % 16 == 0, "tile shapes are multiples of 16");
   static_assert(kStages >= 2, "the pipeline needs two stages");
+  static_assert(kThreads >= kBlockN, "one thread resolves each key row of a tile");
 };
 
 // Everything one launch needs besides the contract.
@@ -75,11 +81,36 @@ struct FlashKernelArgs {
   int acc_dim = 0;          // n_col_chunks * kDV
 };
 
+// 2^x on the special-function unit (flush-to-zero is harmless: p underflows to 0 anyway).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Issues the cp.async copies of one key tile (kRows rows x channels [col0, col0 + kCols))
+// into a padded shared tile. Row r's element offset comes from offs[r] (resolved earlier,
+// through the block table when paged); -1 rows (past sk) and channels past head_size are
+// zero-filled.
+template <int kRows, int kCols, int kStride, int kThreads, class Elem>
+__device__ __forceinline__ void load_tile(Elem* dst, const Elem* src, const int64_t* offs, int col0, int head_size,
+                                          int tid) {
+  constexpr int kChunksPerRow = kCols / 8;
+  constexpr int kTotal = kRows * kChunksPerRow;
+#pragma unroll
+  for (int c = tid; c < kTotal; c += kThreads) {
+    const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
+    const int64_t o = offs[row];
+    const bool valid = o >= 0 && col0 + col < head_size;
+    cp_async_16(smem_addr(dst + row * kStride + col), valid ? src + o + col0 + col : src, valid);
+  }
+}
+
 template <class Cfg, class Elem>
 __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKernelArgs args) {
   constexpr int kD = Cfg::kD, kDV = Cfg::kDV, kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN;
   constexpr int kWN = Cfg::kWN, kStages = Cfg::kStages, kThreads = Cfg::kThreads;
-  constexpr int kMWarps = Cfg::kMWarps, kNWarps = Cfg::kNWarps;
+  constexpr int kMWarps = Cfg::kMWarps, kNWarps = Cfg::kNWarps, kMT = Cfg::kMTiles, kWarpRows = Cfg::kWarpRows;
   constexpr int kStrideQK = Cfg::kStrideQK, kStrideV = Cfg::kStrideV, kStrideO = Cfg::kStrideO;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Elem* sQ = reinterpret_cast<Elem*>(smem_raw);
@@ -95,7 +126,9 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
   const SeqBounds sb = seq_bounds(p, b);
   const int G = args.pack;
   const int rows = sb.sq * G;
-  const int r0 = blockIdx.x * kBlockM;
+  // Last query tiles first: under a causal mask they have the most keys, so the long CTAs
+  // start early and the short ones fill the tail.
+  const int r0 = (gridDim.x - 1 - blockIdx.x) * kBlockM;
   if (r0 >= rows) return;  // tile past this sequence's end
   const int r_end = min(rows, r0 + kBlockM);
   const int group = p.num_heads / p.num_heads_k;
@@ -132,45 +165,54 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
   }
   cp_async_commit();
 
-  auto load_kv = [&](int nb, int stage) {
-    const int t0 = nb * kBlockN;
-    Elem* k_dst = sK + stage * Cfg::kElemsK;
-    Elem* v_dst = sV + stage * Cfg::kElemsV;
-    for (int c = tid; c < kBlockN * (kD / 8); c += kThreads) {
-      const int row = c / (kD / 8), col = (c % (kD / 8)) * 8, t = t0 + row;
-      const bool valid = t < sb.sk && col < hs;
-      const Elem* src = valid ? gk + kv_row_offset(p, b, sb, t, p.k_batch_stride, p.k_row_stride) + col : gk;
-      cp_async_16(smem_addr(k_dst + row * kStrideQK + col), src, valid);
-    }
-    for (int c = tid; c < kBlockN * (kDV / 8); c += kThreads) {
-      const int row = c / (kDV / 8), col = (c % (kDV / 8)) * 8, t = t0 + row;
-      const bool valid = t < sb.sk && v_col0 + col < hs;
-      const Elem* src =
-          valid ? gv + kv_row_offset(p, b, sb, t, p.v_batch_stride, p.v_row_stride) + v_col0 + col : gv;
-      cp_async_16(smem_addr(v_dst + row * kStrideV + col), src, valid);
+  int64_t* sKOff = reinterpret_cast<int64_t*>(sV + kStages * Cfg::kElemsV);  // (kStages, kBlockN)
+  int64_t* sVOff = sKOff + kStages * kBlockN;
+  // Key row tid of tile nb: its K and V element offsets (block table resolved), or -1.
+  // Issued early and stored late, so the block-table read overlaps a tile of compute.
+  auto row_offsets = [&](int nb, int64_t& ko, int64_t& vo) {
+    const int t = nb * kBlockN + tid;
+    ko = vo = -1;
+    if (tid < kBlockN && nb < nb_end && t < sb.sk) {
+      ko = kv_row_offset(p, b, sb, t, p.k_batch_stride, p.k_row_stride);
+      vo = kv_row_offset(p, b, sb, t, p.v_batch_stride, p.v_row_stride);
     }
   };
+  auto load_kv = [&](int nb, int stage) {
+    load_tile<kBlockN, kD, kStrideQK, kThreads>(sK + stage * Cfg::kElemsK, gk, sKOff + stage * kBlockN, 0, hs, tid);
+    load_tile<kBlockN, kDV, kStrideV, kThreads>(sV + stage * Cfg::kElemsV, gv, sVOff + stage * kBlockN, v_col0, hs,
+                                                tid);
+  };
 
-  // Per-thread row state: this thread holds rows (wm*16 + g) and (wm*16 + g + 8) of the tile.
-  float o[kDV / 8][4];
+  // Per-thread row state: mma tile mt of this warp, rows g and g + 8 of it (rr = 0, 1).
+  float o[kMT][kDV / 8][4];
+  float m_run[kMT][2], l_run[kMT][2];
 #pragma unroll
-  for (int d = 0; d < kDV / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
-  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
-  int pos[2];
-  float slope[2];
+  for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
-  for (int rr = 0; rr < 2; ++rr) {
-    const int r = min(r0 + wm * 16 + g + 8 * rr, rows - 1);
-    pos[rr] = r / G + off;
-    slope[rr] = p.alibi_slopes ? p.alibi_slopes[row_head(r)] : 0.f;
+    for (int d = 0; d < kDV / 8; ++d) o[mt][d][0] = o[mt][d][1] = o[mt][d][2] = o[mt][d][3] = 0.f;
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) m_run[mt][rr] = -INFINITY, l_run[mt][rr] = 0.f;
   }
   // Without softcap / ALiBi the max is taken on raw scores and the scale folds into exp2's
   // FMA; otherwise scores become log2-unit logits first and the exp2 scale is 1.
   const bool transform = p.softcap > 0.f || p.alibi_slopes != nullptr || !(p.softmax_scale > 0.f);
   const float sc = transform ? 1.f : p.softmax_scale * kLog2e;
-  const bool warp_active = r0 + wm * 16 < r_end;
-  uint32_t qf[Cfg::kQInRegs ? kD / 16 : 1][4];
+  const bool warp_active = r0 + wm * kWarpRows < r_end;
+  uint32_t qf[Cfg::kQInRegs ? kMT : 1][Cfg::kQInRegs ? kD / 16 : 1][4];
+  // ldmatrix row addresses: one per-lane base each, the tile offsets are compile-time
+  // constants that fold into the instruction's immediate.
+  const uint32_t q_lane = smem_addr(sQ + (wm * kWarpRows + (lane % 8) + 8 * ((lane / 8) % 2)) * kStrideQK + 8 * (lane / 16));
+  const uint32_t k_lane = smem_addr(sK + (wn * kWN + (lane % 8) + 8 * (lane / 16)) * kStrideQK + 8 * ((lane / 8) % 2));
+  const uint32_t v_lane = smem_addr(sV + (wn * kWN + (lane % 8) + 8 * ((lane / 8) % 2)) * kStrideV + 8 * (lane / 16));
+  auto q_frag_addr = [&](int mt, int ks) { return q_lane + 2 * (mt * 16 * kStrideQK + ks * 16); };
 
+  // Offsets of the first kStages tiles, then the first kStages - 1 tiles in flight.
+  for (int s = 0; s < kStages; ++s) {
+    int64_t ko, vo;
+    row_offsets(nb_begin + s, ko, vo);
+    if (tid < kBlockN) sKOff[s * kBlockN + tid] = ko, sVOff[s * kBlockN + tid] = vo;
+  }
+  __syncthreads();
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (nb_begin + s < nb_end) load_kv(nb_begin + s, s);
@@ -184,37 +226,47 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
     cp_async_wait<kStages - 1>();
     __syncthreads();
     const int stage = it % kStages;
-    const Elem* k_s = sK + stage * Cfg::kElemsK;
-    const Elem* v_s = sV + stage * Cfg::kElemsV;
+    // Offsets of tile nb + kStages, stored into this stage's slot after the compute (the
+    // slot's last reader was the load of tile nb, issued kStages - 1 iterations ago).
+    int64_t next_ko, next_vo;
+    row_offsets(nb + kStages, next_ko, next_vo);
+    const uint32_t k_s = k_lane + stage * (2 * Cfg::kElemsK);
+    const uint32_t v_s = v_lane + stage * (2 * Cfg::kElemsV);
     if (warp_active) {
       if constexpr (Cfg::kQInRegs) {
         if (it == 0) {
 #pragma unroll
-          for (int ks = 0; ks < kD / 16; ++ks)
-            ldmatrix_x4(qf[ks], smem_addr(sQ + (wm * 16 + (lane % 8) + 8 * ((lane / 8) % 2)) * kStrideQK +
-                                          ks * 16 + 8 * (lane / 16)));
+          for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+            for (int ks = 0; ks < kD / 16; ++ks) ldmatrix_x4(qf[mt][ks], q_frag_addr(mt, ks));
         }
       }
-      // a. S = Q K^T for this warp's 16 rows x kWN keys
-      float s[kWN / 8][4];
+      // a. S = Q K^T for this warp's rows x kWN keys; each K fragment feeds kMT mmas
+      float s[kMT][kWN / 8][4];
 #pragma unroll
-      for (int j = 0; j < kWN / 8; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int j = 0; j < kWN / 8; ++j) s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0.f;
 #pragma unroll
       for (int ks = 0; ks < kD / 16; ++ks) {
-        uint32_t a[4];
-        if constexpr (Cfg::kQInRegs) {
-          a[0] = qf[ks][0], a[1] = qf[ks][1], a[2] = qf[ks][2], a[3] = qf[ks][3];
-        } else {
-          ldmatrix_x4(a, smem_addr(sQ + (wm * 16 + (lane % 8) + 8 * ((lane / 8) % 2)) * kStrideQK + ks * 16 +
-                                   8 * (lane / 16)));
+        uint32_t a[kMT][4];
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          if constexpr (Cfg::kQInRegs) {
+            a[mt][0] = qf[mt][ks][0], a[mt][1] = qf[mt][ks][1], a[mt][2] = qf[mt][ks][2], a[mt][3] = qf[mt][ks][3];
+          } else {
+            ldmatrix_x4(a[mt], q_frag_addr(mt, ks));
+          }
         }
 #pragma unroll
         for (int np = 0; np < kWN / 16; ++np) {
           uint32_t bk[4];
-          ldmatrix_x4(bk, smem_addr(k_s + (wn * kWN + np * 16 + (lane % 8) + 8 * (lane / 16)) * kStrideQK +
-                                    ks * 16 + 8 * ((lane / 8) % 2)));
-          mma_16816<Elem>(s[2 * np], a, bk[0], bk[1]);
-          mma_16816<Elem>(s[2 * np + 1], a, bk[2], bk[3]);
+          ldmatrix_x4(bk, k_s + 2 * (np * 16 * kStrideQK + ks * 16));
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            mma_16816<Elem>(s[mt][2 * np], a[mt], bk[0], bk[1]);
+            mma_16816<Elem>(s[mt][2 * np + 1], a[mt], bk[2], bk[3]);
+          }
         }
       }
       // a'. logits and masks; interior tiles of a plain causal / full attention skip this
@@ -224,62 +276,82 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
                              (p.window_left >= 0 && t_tile < i_last + off - p.window_left);
       if (transform || need_mask) {
 #pragma unroll
-        for (int j = 0; j < kWN / 8; ++j) {
+        for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int rr = e / 2, t = t_tile + wn * kWN + 8 * j + 2 * tq + (e % 2);
-            float x = s[j][e];
-            if (transform) x = logit(p, x, slope[rr], pos[rr], t) * kLog2e;
-            if (need_mask && !(t < sb.sk && key_visible(p, b, pos[rr], t))) x = -INFINITY;
-            s[j][e] = x;
+          for (int rr = 0; rr < 2; ++rr) {
+            // this row's query position and ALiBi slope (rows past the end clamp to the last)
+            const int r = min(r0 + wm * kWarpRows + mt * 16 + g + 8 * rr, rows - 1);
+            const int pos = r / G + off;
+            const float slope = p.alibi_slopes ? p.alibi_slopes[row_head(r)] : 0.f;
+#pragma unroll
+            for (int j = 0; j < kWN / 8; ++j)
+#pragma unroll
+              for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
+                const int t = t_tile + wn * kWN + 8 * j + 2 * tq + (e % 2);
+                float x = s[mt][j][e];
+                if (transform) x = logit(p, x, slope, pos, t) * kLog2e;
+                if (need_mask && !(t < sb.sk && key_visible(p, b, pos, t))) x = -INFINITY;
+                s[mt][j][e] = x;
+              }
+          }
+      }
+      // b, c. online softmax on the rows this thread holds
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+          float mx = -INFINITY;
+#pragma unroll
+          for (int j = 0; j < kWN / 8; ++j) mx = fmaxf(mx, fmaxf(s[mt][j][2 * rr], s[mt][j][2 * rr + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          const float m_new = fmaxf(m_run[mt][rr], mx);
+          const float ms = m_new == -INFINITY ? 0.f : m_new * sc;
+          const float corr = m_run[mt][rr] == -INFINITY ? 0.f : fast_exp2(m_run[mt][rr] * sc - ms);
+          m_run[mt][rr] = m_new;
+          float sum = 0.f;
+#pragma unroll
+          for (int j = 0; j < kWN / 8; ++j) {
+#pragma unroll
+            for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
+              const float pe = fast_exp2(fmaf(s[mt][j][e], sc, -ms));
+              s[mt][j][e] = pe;
+              sum += pe;
+            }
+          }
+          l_run[mt][rr] = l_run[mt][rr] * corr + sum;
+#pragma unroll
+          for (int d = 0; d < kDV / 8; ++d) {
+            o[mt][d][2 * rr] *= corr;
+            o[mt][d][2 * rr + 1] *= corr;
           }
         }
       }
-      // b, c. online softmax on the two rows this thread holds
-#pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < kWN / 8; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * rr], s[j][2 * rr + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = fmaxf(m_run[rr], mx);
-        const float ms = m_new == -INFINITY ? 0.f : m_new * sc;
-        const float corr = m_run[rr] == -INFINITY ? 0.f : exp2f(m_run[rr] * sc - ms);
-        m_run[rr] = m_new;
-        float sum = 0.f;
-#pragma unroll
-        for (int j = 0; j < kWN / 8; ++j) {
-#pragma unroll
-          for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
-            const float pe = exp2f(fmaf(s[j][e], sc, -ms));
-            s[j][e] = pe;
-            sum += pe;
-          }
-        }
-        l_run[rr] = l_run[rr] * corr + sum;
-#pragma unroll
-        for (int d = 0; d < kDV / 8; ++d) {
-          o[d][2 * rr] *= corr;
-          o[d][2 * rr + 1] *= corr;
-        }
-      }
-      // d. O += P V, P re-packed from the S accumulators into A fragments
+      // d. O += P V, P re-packed from the S accumulators into A fragments; each V fragment
+      //    feeds kMT mmas
 #pragma unroll
       for (int kk = 0; kk < kWN / 16; ++kk) {
-        const uint32_t a[4] = {pack2<Elem>(s[2 * kk][0], s[2 * kk][1]), pack2<Elem>(s[2 * kk][2], s[2 * kk][3]),
-                               pack2<Elem>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                               pack2<Elem>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+        uint32_t a[kMT][4];
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          a[mt][0] = pack2<Elem>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+          a[mt][1] = pack2<Elem>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+          a[mt][2] = pack2<Elem>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+          a[mt][3] = pack2<Elem>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        }
 #pragma unroll
         for (int dp = 0; dp < kDV / 16; ++dp) {
           uint32_t bv[4];
-          ldmatrix_x4_trans(bv, smem_addr(v_s + (wn * kWN + kk * 16 + (lane % 8) + 8 * ((lane / 8) % 2)) * kStrideV +
-                                          dp * 16 + 8 * (lane / 16)));
-          mma_16816<Elem>(o[2 * dp], a, bv[0], bv[1]);
-          mma_16816<Elem>(o[2 * dp + 1], a, bv[2], bv[3]);
+          ldmatrix_x4_trans(bv, v_s + 2 * (kk * 16 * kStrideV + dp * 16));
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            mma_16816<Elem>(o[mt][2 * dp], a[mt], bv[0], bv[1]);
+            mma_16816<Elem>(o[mt][2 * dp + 1], a[mt], bv[2], bv[3]);
+          }
         }
       }
     }
+    if (tid < kBlockN) sKOff[stage * kBlockN + tid] = next_ko, sVOff[stage * kBlockN + tid] = next_vo;
     __syncthreads();  // this stage is refilled by a later iteration
   }
   cp_async_wait<0>();
@@ -290,19 +362,22 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
   float* sM = sO + kNWarps * kBlockM * kStrideO;  // row max in log2 units (m * sc)
   float* sL = sM + kNWarps * kBlockM;             // row sum of p
 #pragma unroll
-  for (int rr = 0; rr < 2; ++rr) {
-    float l = l_run[rr];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const int row = wm * 16 + g + 8 * rr;
-    if (tq == 0) {
-      sM[wn * kBlockM + row] = m_run[rr] == -INFINITY ? -INFINITY : m_run[rr] * sc;
-      sL[wn * kBlockM + row] = l;
-    }
+  for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
-    for (int d = 0; d < kDV / 8; ++d)
-      *reinterpret_cast<float2*>(sO + (wn * kBlockM + row) * kStrideO + 8 * d + 2 * tq) =
-          make_float2(o[d][2 * rr], o[d][2 * rr + 1]);
+    for (int rr = 0; rr < 2; ++rr) {
+      float l = l_run[mt][rr];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const int row = wm * kWarpRows + mt * 16 + g + 8 * rr;
+      if (tq == 0) {
+        sM[wn * kBlockM + row] = m_run[mt][rr] == -INFINITY ? -INFINITY : m_run[mt][rr] * sc;
+        sL[wn * kBlockM + row] = l;
+      }
+#pragma unroll
+      for (int d = 0; d < kDV / 8; ++d)
+        *reinterpret_cast<float2*>(sO + (wn * kBlockM + row) * kStrideO + 8 * d + 2 * tq) =
+            make_float2(o[mt][d][2 * rr], o[mt][d][2 * rr + 1]);
+    }
   }
   __syncthreads();
   for (int c = tid; c < kBlockM * (kDV / 8); c += kThreads) {

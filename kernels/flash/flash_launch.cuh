@@ -26,10 +26,11 @@ inline int choose_num_splits(int64_t ctas, int key_tiles, int slots) {
 }
 
 // Resident CTAs per SM times SMs, for one kernel on the current device (cached per device).
+// `cache` is the caller's per-instance array of kMaxDevices entries; the first call on a
+// device also raises the kernel's dynamic shared-memory limit.
+constexpr int kMaxDevices = 64;
 template <class Kernel>
-int resident_slots(Kernel kernel, int threads, int smem) {
-  constexpr int kMaxDevices = 64;
-  static int cache[kMaxDevices] = {};
+int resident_slots(Kernel kernel, int threads, int smem, int* cache) {
   int dev = 0;
   WICK_CUDA_CHECK(cudaGetDevice(&dev));
   if (dev < kMaxDevices && cache[dev] > 0) return cache[dev];
@@ -49,7 +50,8 @@ template <class Cfg, FlashDType DT>
 void launch_flash_cfg(const FlashFwdParams& p, cudaStream_t st, int pack) {
   using Elem = typename ElemOf<DT>::type;
   auto kernel = flash_fwd_kernel<Cfg, Elem>;
-  const int slots = resident_slots(kernel, Cfg::kThreads, Cfg::kSmem);
+  static int slots_cache[kMaxDevices] = {};  // one per instance: the attribute is per kernel
+  const int slots = resident_slots(kernel, Cfg::kThreads, Cfg::kSmem, slots_cache);
 
   FlashKernelArgs a;
   a.p = p;
