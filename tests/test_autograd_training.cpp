@@ -8,9 +8,7 @@
 #include "autograd/autograd.h"
 #include "ops/ops.h"
 #include "tests/devices.h"
-#ifdef WICK_HAVE_SPIRALS
 #include "examples/spirals.h"
-#endif
 
 using namespace wick;
 using wick::test::test_devices;
@@ -83,7 +81,6 @@ TEST_CASE("training: backward through a 10,000-op chain of real ops") {
 }
 
 TEST_CASE("training: two-spirals MLP loss falls below 0.1 in 600 AdamW steps") {
-#ifdef WICK_HAVE_SPIRALS
   for (Device dev : test_devices()) {
     DEVICE_CONTEXT(dev);
     examples::TrainConfig c;
@@ -95,7 +92,4 @@ TEST_CASE("training: two-spirals MLP loss falls below 0.1 in 600 AdamW steps") {
     CHECK(r.final_loss < 0.1);   // the stated bound
     CHECK(r.accuracy > 0.97);
   }
-#else
-  MESSAGE("SKIPPED: examples/ not built (WICK_BUILD_EXAMPLES=OFF), the spirals trainer is not linked");
-#endif
 }
