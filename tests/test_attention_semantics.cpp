@@ -262,7 +262,7 @@ Built build(const VarlenCase& c, Device dev, bool paged) {
 }
 
 void run_case(const VarlenCase& c) {
-  INFO("dtype ", dtype_name(c.dtype), ", batch ", c.lens_q.size(), ", hk ", c.hk, ", group ", c.group,
+  INFO("dtype ", std::string(dtype_name(c.dtype)), ", batch ", c.lens_q.size(), ", hk ", c.hk, ", group ", c.group,
        ", d ", c.d, ", page ", c.page, ", seed ", c.seed);
   Built host = build(c, Device::cpu(), c.page > 0);
   AttnPlan ref_plan = attention::plan_varlen(host.op, host.q, host.k, host.v);
