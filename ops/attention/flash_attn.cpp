@@ -2,6 +2,13 @@
 // does and runs it. Checks live in plan.cpp; the device choice in dispatch.cpp.
 #include "ops/attention/flash_attn.h"
 
+#include <array>
+#include <type_traits>
+#include <vector>
+
+#include "autograd/custom_op.h"
+#include "autograd/node.h"
+#include "ops/attention/backward.h"
 #include "ops/attention/dispatch.h"
 #include "ops/attention/plan.h"
 
@@ -15,9 +22,58 @@ std::optional<size_t> causal_right(bool causal) {
 std::optional<Tensor> opt(const Tensor* t) { return t ? std::optional<Tensor>(*t) : std::nullopt; }
 }  // namespace
 
+namespace {
+
+bool wants_grad(const Tensor& q, const Tensor& k, const Tensor& v) {
+  return autograd::grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+}
+
+std::vector<float> host_slopes(const std::optional<Tensor>& a) {
+  return a ? a->to_vec<float>() : std::vector<float>{};
+}
+
+std::vector<std::vector<std::array<int32_t, 2>>> host_mm_ranges(const std::optional<Tensor>& m) {
+  std::vector<std::vector<std::array<int32_t, 2>>> out;
+  if (!m) return out;
+  const auto d = m->shape().dims3();
+  const std::vector<int32_t> v = m->to_vec<int32_t>();
+  out.resize(d[0]);
+  for (size_t b = 0; b < d[0]; ++b)
+    for (size_t r = 0; r < d[1]; ++r) out[b].push_back({v[(b * d[1] + r) * 2], v[(b * d[1] + r) * 2 + 1]});
+  return out;
+}
+
+// Runs the op as one autograd node: forward (out, lse), backward from the LSE (backward.h).
+// Op is FlashAttn or FlashAttnVarLen; plan_fn its plan function.
+template <class Op, class PlanFn>
+std::pair<Tensor, Tensor> forward_recorded(const char* name, const Op& op, PlanFn plan_fn, const Tensor& q,
+                                           const Tensor& k, const Tensor& v) {
+  autograd::CustomOp node;
+  node.name = name;
+  node.cpu_forward = node.cuda_forward = [op, plan_fn](const std::vector<Tensor>& in) {
+    attention::AttnPlan plan = plan_fn(op, in[0], in[1], in[2]);
+    auto [out, lse] = attention::run_plan_alloc(plan);
+    return std::vector<Tensor>{out, lse};
+  };
+  node.backward = [op, plan_fn](const std::vector<Tensor>& in, const std::vector<Tensor>& outs,
+                                const Tensor& grad_out) {
+    const attention::AttnPlan plan = plan_fn(op, in[0], in[1], in[2]);
+    std::vector<std::vector<std::array<int32_t, 2>>> ranges;
+    if constexpr (std::is_same_v<Op, FlashAttnVarLen>) ranges = host_mm_ranges(op.mm_prefix_ranges);
+    auto g = attention::flash_bwd(plan, host_slopes(op.alibi_slopes), ranges, in[0], in[1], in[2], outs[0],
+                                  outs[1], grad_out);
+    return std::vector<Tensor>{g[0], g[1], g[2]};
+  };
+  std::vector<Tensor> outs = node.apply({q, k, v});
+  return {outs[0], outs[1]};
+}
+
+}  // namespace
+
 std::pair<Tensor, Tensor> FlashAttn::forward_with_lse(const Tensor& q, const Tensor& k,
                                                       const Tensor& v) const {
-  attention::AttnPlan plan = attention::plan_batched(*this, q, k, v);
+  attention::AttnPlan plan = attention::plan_batched(*this, q, k, v);  // checks first, always
+  if (wants_grad(q, k, v)) return forward_recorded("flash-attn", *this, attention::plan_batched, q, k, v);
   return attention::run_plan_alloc(plan);
 }
 Tensor FlashAttn::forward(const Tensor& q, const Tensor& k, const Tensor& v) const {
@@ -26,7 +82,8 @@ Tensor FlashAttn::forward(const Tensor& q, const Tensor& k, const Tensor& v) con
 
 std::pair<Tensor, Tensor> FlashAttnVarLen::forward_with_lse(const Tensor& q, const Tensor& k,
                                                             const Tensor& v) const {
-  attention::AttnPlan plan = attention::plan_varlen(*this, q, k, v);
+  attention::AttnPlan plan = attention::plan_varlen(*this, q, k, v);  // checks first, always
+  if (wants_grad(q, k, v)) return forward_recorded("flash-attn-varlen", *this, attention::plan_varlen, q, k, v);
   return attention::run_plan_alloc(plan);
 }
 Tensor FlashAttnVarLen::forward(const Tensor& q, const Tensor& k, const Tensor& v) const {

@@ -5,6 +5,10 @@
 //   softmax(Q K^T * softmax_scale [softcap] [- ALiBi] [mask]) V,
 //   f16/bf16 in and out, f32 accumulation and f32 softmax; the LSE is f32.
 //
+// Autograd: when q, k or v requires grad (and grad mode is on) the output carries one graph
+// node whose backward recomputes the softmax from the LSE (ops/attention/backward.h; on the
+// host in f32). The LSE output of forward_with_lse is not differentiable.
+//
 // Rust Option<T> maps to std::optional<T>, Option<&Tensor> to const Tensor* (nullptr = None).
 // Every error is a wick::Error whose what() is the exact text (catalogue: docs/errors.md).
 #pragma once

@@ -1,0 +1,133 @@
+#include "ops/attention/backward.h"
+
+#include <Eigen/Core>
+#include <cmath>
+#include <limits>
+
+namespace wick::attention {
+
+namespace {
+
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+std::vector<float> host_f32(const Tensor& t) {
+  const std::vector<double> v = t.to_f64_vec();
+  return std::vector<float>(v.begin(), v.end());
+}
+
+Tensor to_tensor(const std::vector<float>& v, const Shape& shape, DType dtype, Device dev) {
+  return visit_dtype(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    std::vector<T> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) out[i] = static_cast<T>(v[i]);
+    return Tensor::from_vec(out, shape, dev);
+  });
+}
+
+// Where one sequence's rows live in the logical (row, head, channel) views of q/out and k/v.
+struct Rows {
+  int64_t q_row0 = 0;          // row of query 0 in q's leading dims flattened
+  int64_t sq = 0, sk = 0;
+  std::vector<int64_t> k_row;  // row of key t in k's leading dims flattened
+  int64_t lse_base = 0, lse_head = 0;  // lse[lse_base + h * lse_head + i]
+};
+
+Rows rows_of(const AttnPlan& plan, int b) {
+  const auto& p = plan.params;
+  Rows r;
+  if (plan.varlen) {
+    r.q_row0 = plan.seqlens_q[b];
+    r.sq = plan.seqlens_q[b + 1] - plan.seqlens_q[b];
+    r.sk = plan.seqlens_k[b + 1] - plan.seqlens_k[b];
+    r.lse_base = r.q_row0;
+    r.lse_head = p.total_q;
+  } else {
+    r.q_row0 = static_cast<int64_t>(b) * p.seqlen_q;
+    r.sq = p.seqlen_q, r.sk = p.seqlen_k;
+    r.lse_base = static_cast<int64_t>(b) * p.num_heads * p.seqlen_q;
+    r.lse_head = p.seqlen_q;
+  }
+  r.k_row.resize(r.sk);
+  for (int64_t t = 0; t < r.sk; ++t) {
+    if (plan.paged) {
+      const int32_t blk = plan.block_table[b * plan.block_table_cols + t / p.page_block_size];
+      r.k_row[t] = static_cast<int64_t>(blk) * p.page_block_size + t % p.page_block_size;
+    } else {
+      r.k_row[t] = plan.varlen ? plan.seqlens_k[b] + t : static_cast<int64_t>(b) * p.seqlen_k + t;
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+std::array<Tensor, 3> flash_bwd(const AttnPlan& plan, const std::vector<float>& slopes,
+                                const std::vector<std::vector<std::array<int32_t, 2>>>& mm_ranges,
+                                const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                const Tensor& lse, const Tensor& grad_out) {
+  const auto& p = plan.params;
+  const int H = p.num_heads, HK = p.num_heads_k, D = p.head_size, group = H / std::max(HK, 1);
+  const std::vector<float> qh = host_f32(q), kh = host_f32(k), vh = host_f32(v), oh = host_f32(out),
+                           lh = host_f32(lse), gh = host_f32(grad_out);
+  std::vector<float> dq(qh.size(), 0.0f), dk(kh.size(), 0.0f), dv(vh.size(), 0.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+
+  for (int b = 0; b < p.batch; ++b) {
+    const Rows r = rows_of(plan, b);
+    if (r.sq == 0 || r.sk == 0) continue;
+    for (int h = 0; h < H; ++h) {
+      const int hk = h / group;
+      RowMatrix Q(r.sq, D), dO(r.sq, D), O(r.sq, D), K(r.sk, D), V(r.sk, D);
+      for (int64_t i = 0; i < r.sq; ++i)
+        for (int c = 0; c < D; ++c) {
+          const size_t at = ((r.q_row0 + i) * H + h) * D + c;
+          Q(i, c) = qh[at], dO(i, c) = gh[at], O(i, c) = oh[at];
+        }
+      for (int64_t t = 0; t < r.sk; ++t)
+        for (int c = 0; c < D; ++c) {
+          const size_t at = (r.k_row[t] * HK + hk) * D + c;
+          K(t, c) = kh[at], V(t, c) = vh[at];
+        }
+      // Recompute the probabilities from the LSE, exactly as the forward defined them.
+      RowMatrix S = Q * K.transpose() * p.softmax_scale;  // s = scale * q.k
+      RowMatrix T;                                         // tanh(s / softcap)
+      if (p.softcap > 0) T = (S.array() / p.softcap).tanh().matrix();
+      RowMatrix P(r.sq, r.sk);
+      for (int64_t i = 0; i < r.sq; ++i) {
+        const float lse_i = lh[r.lse_base + h * r.lse_head + i];
+        const int64_t pos = i + r.sk - r.sq;
+        for (int64_t t = 0; t < r.sk; ++t) {
+          bool vis = (p.window_left < 0 || t >= pos - p.window_left) && (p.window_right < 0 || t <= pos + p.window_right);
+          if (!mm_ranges.empty())
+            for (const auto& g : mm_ranges[b]) vis = vis || (g[0] <= pos && pos < g[1] && g[0] <= t && t < g[1]);
+          if (!vis || lse_i == -inf) {
+            P(i, t) = 0.0f;
+            continue;
+          }
+          float logit = p.softcap > 0 ? p.softcap * T(i, t) : S(i, t);
+          if (!slopes.empty()) logit -= slopes[h] * static_cast<float>(std::llabs(pos - t));
+          P(i, t) = std::exp(logit - lse_i);
+        }
+      }
+      const RowMatrix dV = P.transpose() * dO;
+      const RowMatrix dP = dO * V.transpose();
+      const Eigen::ArrayXf Dsum = (dO.array() * O.array()).rowwise().sum();
+      RowMatrix dS = (P.array() * (dP.array().colwise() - Dsum)).matrix();
+      if (p.softcap > 0) dS.array() *= 1.0f - T.array().square();
+      const RowMatrix dQ = dS * K * p.softmax_scale;
+      const RowMatrix dK = dS.transpose() * Q * p.softmax_scale;
+      for (int64_t i = 0; i < r.sq; ++i)
+        for (int c = 0; c < D; ++c) dq[((r.q_row0 + i) * H + h) * D + c] = dQ(i, c);
+      for (int64_t t = 0; t < r.sk; ++t)
+        for (int c = 0; c < D; ++c) {
+          const size_t at = (r.k_row[t] * HK + hk) * D + c;
+          dk[at] += dK(t, c), dv[at] += dV(t, c);
+        }
+    }
+  }
+  const DType dt = q.dtype();
+  const Device dev = q.device();
+  return {to_tensor(dq, q.shape(), dt, dev), to_tensor(dk, k.shape(), dt, dev), to_tensor(dv, v.shape(), dt, dev)};
+}
+
+}  // namespace wick::attention
