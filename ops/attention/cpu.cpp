@@ -7,17 +7,20 @@
 // whenever a new block raises the max (the "online softmax"). The result is exact, not an
 // approximation: at the end O / l is the softmax-weighted sum and m + log(l) the row's LSE.
 //
-// The steps below are numbered; the CUDA kernels (kernels/flash/) cite the same numbers.
-//   Step 1  one work item = (sequence b, query head h, query block): find the rows.
-//   Step 2  load the query tile Q (kBlockM x d) in f32, pre-scaled by softmax_scale.
-//   Step 3  find the key range [n_begin, n_end) any row of the tile can see (windows, causal,
-//           mm-prefix ranges); blocks outside it are skipped entirely.
-//   Step 4  for each key block: bring K and V to f32 (through the block table when paged),
-//   Step 5    S = Q K^T (Eigen GEMM), then softcap, ALiBi and the mask (-inf where unseen),
-//   Step 6    online softmax: m_new = max(m, rowmax S); P = exp(S - m_new);
-//             alpha = exp(m - m_new); l = alpha l + rowsum P; O = alpha O + P V.
-//   Step 7  O / l into out (q's dtype), m + log l into lse; a row that saw no key gets
-//           0 and -inf (never 0/0).
+// The steps below are numbered; the CUDA kernels (kernels/flash/flash_fwd_kernel.cuh and the
+// lesson kernel flash_naive.cu) cite the same numbers.
+//   Step 0  one work item = (sequence b, query head h, query block of kBlockM rows); the key
+//           range [n_begin, n_end) any row of the block can see (windows, causal, mm-prefix
+//           ranges) is found up front, so key blocks outside it are never touched.
+//   Step 1  load the query tile Q (kBlockM x d) in f32, pre-scaled by softmax_scale.
+//   Step 2  for each key block (K and V brought to f32, through the block table when paged):
+//     2a      S = Q K^T (Eigen GEMM), then softcap, ALiBi and the mask (-inf where unseen),
+//             the mask only on blocks that need one;
+//     2b      running row max: m_new = max(m, rowmax S);
+//     2c      P = exp(S - m_new) and the correction alpha = exp(m - m_new);
+//     2d      l = alpha l + rowsum P;  O = alpha O + P V.
+//   Step 3  O / l into out (q's dtype), m + log l into lse; a row that saw no key gets 0 and
+//           -inf (never 0/0).
 #include "ops/attention/cpu.h"
 
 #include <Eigen/Core>
@@ -120,7 +123,7 @@ class Worker {
   explicit Worker(const FlashFwdParams& p) : p_(p), d_(p.head_size) {}
 
   void run(const Item& it) {
-    // Step 1: the tile's rows, and where they sit among the keys (bottom-right alignment).
+    // Step 0: the tile's rows, and where they sit among the keys (bottom-right alignment).
     const Sequence s = sequence(p_, it.b);
     const int m0 = it.m_block * kBlockM;
     const int rows = std::min(kBlockM, s.sq - m0);
@@ -131,23 +134,23 @@ class Worker {
     const float slope = p_.alibi_slopes ? p_.alibi_slopes[it.h] : 0.0f;
     const bool softcap = p_.softcap > 0.0f;
 
-    // Step 2: Q tile in f32. Without softcap the scale folds into Q (one multiply per
+    // Step 1: Q tile in f32. Without softcap the scale folds into Q (one multiply per
     // element of Q instead of one per score); with softcap it must go inside the tanh.
     load_q(s, it.h, m0, rows, softcap ? 1.0f : p_.softmax_scale);
     m_.setConstant(rows, kNegInf);
     l_.setZero(rows);
     O_.setZero(rows, d_);
 
-    // Step 3: the keys this tile can see at all.
+    // Step 0 (cont.): the keys this tile can see at all.
     auto [n_begin, n_end] = key_range(s.sk, pos0, pos1, ranges);
     if (n_begin < n_end) select_panel(s, hk);
     for (int64_t n0 = n_begin / kBlockN * kBlockN; n0 < n_end; n0 += kBlockN) {
       const int cols = static_cast<int>(std::min<int64_t>(kBlockN, s.sk - n0));
-      // Step 4: K and V for these keys, in f32 (converted once per panel).
+      // Step 2: K and V for these keys, in f32 (converted once per panel).
       ensure_block(s, hk, n0, cols);
       auto Kb = K_.middleRows(n0, cols);
       auto Vb = V_.middleRows(n0, cols);
-      // Step 5: scores.
+      // Step 2a: scores.
       S_.resize(rows, cols);
       S_.noalias() = Q_ * Kb.transpose();
       if (softcap) {
@@ -157,11 +160,11 @@ class Worker {
       if (slope != 0.0f) add_alibi(slope, pos0, n0, rows, cols);
       const bool masked = !fully_visible(pos0, pos1, n0, n0 + cols - 1);
       if (masked) apply_mask(ranges, pos0, n0, rows, cols);
-      // Step 6: online softmax update.
+      // Steps 2b-2d: online softmax update, then O += P V.
       online_softmax(masked);
-      O_.noalias() += S_ * Vb;  // S_ now holds P
+      O_.noalias() += S_ * Vb;  // step 2d; S_ now holds P
     }
-    // Step 7: normalise and store.
+    // Step 3: normalise and store.
     store(s, it.h, m0, rows);
   }
 
@@ -273,15 +276,15 @@ class Worker {
   // S_ holds this block's logits; on return it holds P = exp(S - m_new) (exact zeros where
   // masked), and m_, l_, O_ are rescaled to the new max.
   void online_softmax(bool masked) {
-    const Column m_new = m_.max(S_.rowwise().maxCoeff().array());
+    const Column m_new = m_.max(S_.rowwise().maxCoeff().array());  // 2b
     // A row that has seen no key yet keeps m = -inf; subtracting 0 instead keeps exp finite.
     const Column m_safe = (m_new == kNegInf).select(Column::Zero(m_new.size()), m_new);
-    const Column alpha = (m_ - m_safe).exp();
+    const Column alpha = (m_ - m_safe).exp();  // 2c
     if (masked)
       S_.array() = (S_.array() == kNegInf).select(0.0f, (S_.array().colwise() - m_safe).exp());
     else
       S_.array() = (S_.array().colwise() - m_safe).exp();
-    l_ = l_ * alpha + S_.rowwise().sum().array();
+    l_ = l_ * alpha + S_.rowwise().sum().array();  // 2d (P V is added by the caller)
     O_.array().colwise() *= alpha;
     m_ = m_new;
   }

@@ -20,9 +20,6 @@ std::optional<size_t> causal_right(bool causal) {
   return causal ? std::optional<size_t>(0) : std::nullopt;
 }
 std::optional<Tensor> opt(const Tensor* t) { return t ? std::optional<Tensor>(*t) : std::nullopt; }
-}  // namespace
-
-namespace {
 
 bool wants_grad(const Tensor& q, const Tensor& k, const Tensor& v) {
   return autograd::grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
