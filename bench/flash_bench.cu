@@ -11,6 +11,7 @@
 //   copy: a device-to-device copy of 2 GiB (read + write bytes / time), the bandwidth roof
 // FLOPs: 4 * d * h * (visible query-key pairs); causal counts sq * (sq + 1) / 2 pairs per
 // sequence when sq == sk, the convention torch's and FlashAttention's benchmarks use.
+// Options: --json FILE, --only GROUPS (e.g. "ABD", "copy"), --filter NAME_SUBSTRING.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -23,7 +24,10 @@
 #include <string>
 #include <vector>
 
+#include <functional>
+
 #include "kernels/flash/flash_fwd.h"
+#include "kernels/flash/flash_launch.cuh"  // tile-shape variants (--variants), for tuning only
 
 using wick::kernels::FlashDType;
 using wick::kernels::FlashFwdParams;
@@ -40,6 +44,12 @@ using wick::kernels::FlashFwdParams;
 namespace {
 
 FILE* g_json = nullptr;
+// The launch under test: the library's dispatch, or a tile-shape variant (--variants).
+std::function<void(const FlashFwdParams&)> g_launch = [](const FlashFwdParams& p) {
+  wick::kernels::flash_fwd(p, nullptr);
+};
+std::string g_filter;  // run only configs whose name contains this (empty: all)
+bool selected(const std::string& name) { return g_filter.empty() || name.find(g_filter) != std::string::npos; }
 
 __global__ void fill_random(__nv_bfloat16* x, size_t n, uint64_t seed) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
@@ -139,6 +149,7 @@ double pairs(const Prefill& w) {
 }
 
 double run_prefill(const std::string& name, const Prefill& w) {
+  if (!selected(name)) return 0;
   const int B = static_cast<int>(w.lens.size());
   std::vector<uint32_t> cu(B + 1, 0);
   for (int b = 0; b < B; ++b) cu[b + 1] = cu[b] + w.lens[b];
@@ -209,7 +220,7 @@ double run_prefill(const std::string& name, const Prefill& w) {
       [&](int s) {
         FlashFwdParams q = p;
         q.q = qs[s]->p, q.k = ks[s]->p, q.v = vs[s]->p, q.out = os[s]->p;
-        wick::kernels::flash_fwd(q, nullptr);
+        g_launch(q);
       },
       sets);
   CK(cudaGetLastError());
@@ -223,6 +234,7 @@ double run_prefill(const std::string& name, const Prefill& w) {
 }
 
 void run_decode(int B, int ctx) {
+  if (!selected("D_decode_B" + std::to_string(B) + "_ctx" + std::to_string(ctx))) return;
   const int h = 32, hk = 8, d = 128, page = 64;
   const int cols = ctx / page;
   const int64_t blocks = int64_t(B) * cols;
@@ -276,13 +288,14 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) g_json = std::fopen(argv[++i], "w");
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else if (!std::strcmp(argv[i], "--filter") && i + 1 < argc) g_filter = argv[++i];
   }
   auto want = [&](const char* group) { return only.empty() || only.find(group) != std::string::npos; };
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   std::fprintf(stderr, "device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, l2_bytes() >> 20);
   const std::vector<int> lens = varlen_lengths();
-  if (want("copy")) run_copy();
+  if (want("copy") && selected("copy")) run_copy();
   for (auto [d, h] : {std::pair{128, 16}, std::pair{64, 32}}) {
     for (bool causal : {false, true}) {
       Prefill w;
@@ -302,6 +315,29 @@ int main(int argc, char** argv) {
           w.d = d, w.h = w.hk = 2048 / d, w.causal = causal, w.varlen = false;
           run_prefill("B_S" + std::to_string(S) + "_d" + std::to_string(d) + (causal ? "_causal" : ""), w);
         }
+  }
+  if (want("V")) {
+    // Tile-shape variants of the prefill kernel (same template as the library, other
+    // FlashConfig parameters): evidence for the next tuning step, not used by flash_fwd.
+    using namespace wick::kernels::flash;
+    auto variant = [&](auto cfg, const std::string& tag, int d, int h, const std::vector<int>& L, bool varlen) {
+      using Cfg = decltype(cfg);
+      g_launch = [](const FlashFwdParams& p) { launch_flash_cfg<Cfg, FlashDType::BF16>(p, nullptr, 1); };
+      for (bool causal : {false, true}) {
+        Prefill w;
+        w.lens = L, w.h = w.hk = h, w.d = d, w.causal = causal, w.varlen = varlen;
+        run_prefill("V_" + tag + (varlen ? "_A" : "_B1024") + (causal ? "_causal" : ""), w);
+      }
+      g_launch = [](const FlashFwdParams& p) { wick::kernels::flash_fwd(p, nullptr); };
+    };
+    const std::vector<int> b1024(16, 1024);
+    for (bool varlen : {true, false}) {
+      const auto& L = varlen ? lens : b1024;
+      variant(FlashConfig<128, 128, 4, 2, 1, 64, 2, false>{}, "d128_4w_2x16_n64_s2", 128, 16, L, varlen);
+      variant(FlashConfig<128, 128, 8, 1, 1, 64, 2, true>{}, "d128_8w_1x16_n64_s2_qreg", 128, 16, L, varlen);
+      variant(FlashConfig<128, 128, 4, 2, 1, 32, 2, false>{}, "d128_4w_2x16_n32_s2", 128, 16, L, varlen);
+      variant(FlashConfig<64, 64, 4, 2, 1, 32, 3, true>{}, "d64_4w_2x16_n32_s3_qreg", 64, 32, L, varlen);
+    }
   }
   if (want("D")) {
     run_decode(64, 4096);

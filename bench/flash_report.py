@@ -36,6 +36,16 @@ def main():
             base = "A_varlen_" + n[len("C_paged64_"):]
             w, t = get("wick", n, "tflops"), get("wick", base, "tflops")
             print(f"{n:34s} {w:9.1f} {t:9.1f} {w / t:6.2f}  >=0.95 vs wick non-paged {'MET' if w / t >= 0.95 else 'missed'}")
+        elif n.startswith("V_"):
+            # tile-shape variant vs the library's choice for the same workload
+            d = "d64" if "_d64_" in n else "d128"
+            causal = "_causal" if n.endswith("_causal") else ""
+            if "_A" in n:
+                base = f"A_varlen_{d}_h{32 if d == 'd64' else 16}{causal}"
+            else:
+                base = f"B_S1024_{d}{causal}"
+            w, t = get("wick", n, "tflops"), get("wick", base, "tflops")
+            print(f"{n:34s} {w:9.1f} {t:9.1f} {w / t:6.2f}  variant vs library ({base})")
         elif n.startswith("D_"):
             w, c = get("wick", n, "gbps"), get("torch_cudnn", n, "gbps")
             goal = 2000 if "_B1_" in n else 2500

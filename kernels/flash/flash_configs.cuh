@@ -16,10 +16,10 @@ template <> struct PrefillConfig<32> { using type = FlashConfig<32, 32, 4, 2, 1,
 template <> struct PrefillConfig<64> { using type = FlashConfig<64, 64, 4, 2, 1, 64, 3, true>; };
 template <> struct PrefillConfig<96> { using type = FlashConfig<96, 96, 4, 2, 1, 32, 3, false>; };
 template <> struct PrefillConfig<128> { using type = FlashConfig<128, 128, 4, 2, 1, 32, 3, false>; };
-template <> struct PrefillConfig<160> { using type = FlashConfig<160, 160, 4, 1, 1, 32, 2, false>; };
-template <> struct PrefillConfig<192> { using type = FlashConfig<192, 192, 4, 1, 1, 32, 2, false>; };
-template <> struct PrefillConfig<224> { using type = FlashConfig<224, 224, 4, 1, 1, 32, 2, false>; };
-template <> struct PrefillConfig<256> { using type = FlashConfig<256, 256, 4, 1, 1, 32, 2, false>; };
+template <> struct PrefillConfig<160> { using type = FlashConfig<160, 160, 8, 1, 1, 64, 2, false>; };
+template <> struct PrefillConfig<192> { using type = FlashConfig<192, 192, 8, 1, 1, 64, 2, false>; };
+template <> struct PrefillConfig<224> { using type = FlashConfig<224, 224, 8, 1, 1, 64, 2, false>; };
+template <> struct PrefillConfig<256> { using type = FlashConfig<256, 256, 8, 1, 1, 64, 2, false>; };
 template <> struct PrefillConfig<512> { using type = FlashConfig<512, 256, 4, 1, 1, 32, 2, false>; };
 
 template <int D> struct DecodeConfig { using type = void; };

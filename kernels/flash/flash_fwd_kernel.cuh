@@ -6,8 +6,8 @@
 //      masked are never loaded and an empty range goes straight to the epilogue.
 //   1. Q tile -> shared memory (cp.async, 16 B per thread, zero-filled tails), then into
 //      registers as mma A fragments (head sizes <= 128; larger ones re-read shared memory).
-//   2. for each key tile (cp.async pipeline of kStages shared-memory stages; the next tiles
-//      load while this one computes):
+//   2. for each key tile (cp.async pipeline of kStages shared-memory stages, one barrier per
+//      tile; the next tiles load while this one computes):
 //      a. S = Q K^T on the tensor cores (ldmatrix K, mma m16n8k16, f32 accumulators);
 //         softcap / ALiBi turn S into log2-scaled logits; masks (window, causal, mm-prefix,
 //         keys past sk) are applied only on tiles that need them          = CPU step 2a
@@ -86,6 +86,29 @@ __device__ __forceinline__ float fast_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
+}
+
+// The general logit of one score: cap(scale * qk) - slope * |pos - t| in log2 units when
+// `transform`, and -inf when `need_mask` and key t is outside the window interval [lo, hi]
+// and outside every mm-prefix range shared with the query. Out of line on purpose.
+static __device__ __noinline__ float general_logit(float qk, float scale, float softcap, float slope, int pos, int t, int lo,
+                                            int hi, int sk, const int32_t* mm, int64_t mm_range_stride, int mm_n,
+                                            bool transform, bool need_mask) {
+  float x = qk;
+  if (transform) {
+    x *= scale;
+    if (softcap > 0.f) x = softcap * tanhf(x / softcap);
+    x = (x - slope * fabsf(static_cast<float>(pos - t))) * kLog2e;
+  }
+  if (need_mask) {
+    bool vis = t >= lo && t <= hi;
+    for (int k = 0; k < mm_n && !vis && t < sk; ++k) {
+      const int s0 = mm[k * mm_range_stride], e0 = mm[k * mm_range_stride + 1];
+      vis = s0 <= pos && pos < e0 && s0 <= t && t < e0;
+    }
+    if (!vis) x = -INFINITY;
+  }
+  return x;
 }
 
 // Issues the cp.async copies of one key tile (kRows rows x channels [col0, col0 + kCols))
@@ -220,14 +243,17 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
   }
 
   // 2. the key loop
+  // One barrier per tile: after it, tile nb is in shared memory for everyone and every warp
+  // has finished tile nb - 1, whose stage is then refilled with tile nb + kStages - 1.
   for (int nb = nb_begin, it = 0; nb < nb_end; ++nb, ++it) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
     if (nb + kStages - 1 < nb_end) load_kv(nb + kStages - 1, (it + kStages - 1) % kStages);
     cp_async_commit();
-    cp_async_wait<kStages - 1>();
-    __syncthreads();
     const int stage = it % kStages;
     // Offsets of tile nb + kStages, stored into this stage's slot after the compute (the
-    // slot's last reader was the load of tile nb, issued kStages - 1 iterations ago).
+    // slot's last reader was the load of tile nb, issued before an earlier barrier); the
+    // next iteration's barrier publishes them before their load is issued.
     int64_t next_ko, next_vo;
     row_offsets(nb + kStages, next_ko, next_vo);
     const uint32_t k_s = k_lane + stage * (2 * Cfg::kElemsK);
@@ -274,24 +300,45 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
       const bool need_mask = has_mm || t_tile + kBlockN > sb.sk ||
                              (p.window_right >= 0 && t_tile + kBlockN - 1 > i_first + off + p.window_right) ||
                              (p.window_left >= 0 && t_tile < i_last + off - p.window_left);
-      if (transform || need_mask) {
+      if (transform || has_mm) {
+        // general path (softcap / ALiBi / mm-prefix): one out-of-line call per element keeps
+        // this rarely used code small, so the hot loop stays in the instruction cache
+        const int32_t* mm = has_mm ? p.mm_prefix_ranges + b * p.mm_batch_stride : nullptr;
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
           for (int rr = 0; rr < 2; ++rr) {
-            // this row's query position and ALiBi slope (rows past the end clamp to the last)
             const int r = min(r0 + wm * kWarpRows + mt * 16 + g + 8 * rr, rows - 1);
             const int pos = r / G + off;
             const float slope = p.alibi_slopes ? p.alibi_slopes[row_head(r)] : 0.f;
+            const int lo = p.window_left >= 0 ? max(0, pos - p.window_left) : 0;
+            const int hi = p.window_right >= 0 ? min(sb.sk - 1, pos + p.window_right) : sb.sk - 1;
 #pragma unroll
             for (int j = 0; j < kWN / 8; ++j)
 #pragma unroll
               for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
                 const int t = t_tile + wn * kWN + 8 * j + 2 * tq + (e % 2);
-                float x = s[mt][j][e];
-                if (transform) x = logit(p, x, slope, pos, t) * kLog2e;
-                if (need_mask && !(t < sb.sk && key_visible(p, b, pos, t))) x = -INFINITY;
-                s[mt][j][e] = x;
+                s[mt][j][e] = general_logit(s[mt][j][e], p.softmax_scale, p.softcap, slope, pos, t, lo, hi, sb.sk,
+                                            mm, p.mm_range_stride, has_mm ? p.mm_max_ranges : 0, transform, need_mask);
+              }
+          }
+      } else if (need_mask) {
+        // causal / sliding window: the visible keys of a row are one interval [lo, hi]
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+          for (int rr = 0; rr < 2; ++rr) {
+            const int r = min(r0 + wm * kWarpRows + mt * 16 + g + 8 * rr, rows - 1);
+            const int pos = r / G + off;
+            const int lo = (p.window_left >= 0 ? max(0, pos - p.window_left) : 0) - t_tile - wn * kWN - 2 * tq;
+            const int hi = (p.window_right >= 0 ? min(sb.sk - 1, pos + p.window_right) : sb.sk - 1) - t_tile -
+                           wn * kWN - 2 * tq;
+#pragma unroll
+            for (int j = 0; j < kWN / 8; ++j)
+#pragma unroll
+              for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
+                const int dt = 8 * j + (e % 2);  // key t minus the per-thread base folded into lo / hi
+                if (dt < lo || dt > hi) s[mt][j][e] = -INFINITY;
               }
           }
       }
@@ -352,7 +399,6 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
       }
     }
     if (tid < kBlockN) sKOff[stage * kBlockN + tid] = next_ko, sVOff[stage * kBlockN + tid] = next_vo;
-    __syncthreads();  // this stage is refilled by a later iteration
   }
   cp_async_wait<0>();
   __syncthreads();  // the epilogue reuses all shared memory
