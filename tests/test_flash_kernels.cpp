@@ -463,6 +463,12 @@ TEST_CASE("flash kernels: varlen prefill, masks and score modifiers") {
     cases.push_back(c);
   }
   {
+    Case c = varlen_case("batch 1, sq 600 sk 900, causal d128", 1, 600, 600, 128);
+    c.sk = {900};
+    c.causal = true;
+    cases.push_back(c);
+  }
+  {
     Case c = varlen_case("sq<sk causal (bottom-right)", 4, 1, 150, 128);
     c.sk = lengths(case_rng(), 4, 150, 400);
     c.causal = true;

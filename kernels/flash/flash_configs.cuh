@@ -1,11 +1,15 @@
-// Tile shapes per head size (see FlashConfig in flash_fwd_kernel.cuh for the fields).
-// Prefill: d <= 128 uses 128-row tiles of 4 warps x 32 rows (two mma row tiles per warp,
-// so each K/V fragment read from shared memory feeds two mmas), Q in registers up to d = 64;
-// d >= 160 keeps O in registers only at 16 rows per warp: 64-row tiles with 32-key tiles so
-// two CTAs fit an SM's 227 KB of shared memory; d = 512 produces its output in two
-// 256-channel chunks (grid dimension) to keep O in registers.
-// Decode: one warp-row of 16 (query heads of a GQA group packed as rows), 4 warps splitting
-// each 64-key tile, 3-4 stages of K/V in flight: the kernel is a K/V stream.
+// Tile shapes per head size (see FlashConfig in flash_fwd_kernel.cuh for the fields),
+// chosen from H200 measurements (bench/RESULTS.md, "CUDA flash-attention"):
+// - d <= 128: 128-row tiles of 4 warps x 32 rows (two mma row tiles per warp, so each K/V
+//   fragment read from shared memory feeds two mmas); Q in registers up to d = 64; d = 96 /
+//   128 use 32-key tiles with 3 stages, which fit 255 registers without spills (64-key tiles
+//   spilled and measured 8-10% slower). Two CTAs per SM.
+// - 160 <= d <= 256: O fits registers only at 16 rows per warp: 128-row tiles of 8 warps,
+//   64-key tiles, 2 stages (one CTA per SM, each K/V tile serves 128 queries).
+// - d = 512: output produced in two 256-channel chunks (a grid dimension) to keep O in
+//   registers; 64-row tiles, 32-key tiles.
+// - Decode: one 16-row tile (the query heads of a GQA group packed as rows), 4 warps
+//   splitting each 64-key tile, 3-4 stages of K/V in flight: the kernel is a K/V stream.
 #pragma once
 #include "kernels/flash/flash_fwd_kernel.cuh"
 
