@@ -1,6 +1,8 @@
 // flash_fwd_naive: the readable lesson kernel. One warp owns one query row and walks the
 // keys in tiles of 32 (one key per lane) with the online softmax, in f32, exactly the
 // steps of the tiled CPU algorithm (ops/attention/cpu.cpp):
+//   0. work item = (query row i, head h, sequence b): one warp; keys past sk or outside the
+//      window are masked per key (the fast kernel skips whole key tiles instead)
 //   1. load the query row (f32, shared memory)
 //   2. for each key tile:
 //      a. logits: lane j scores key t0 + j: cap(scale * q.k) - slope * |p(i) - t|, or -inf
