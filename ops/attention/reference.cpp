@@ -33,11 +33,15 @@ std::vector<std::vector<Range>> host_ranges(const std::optional<Tensor>& m) {
   return out;
 }
 
+// x (f32) rounded to `dtype` and back: what storing it in the input precision loses.
+Tensor round_through(const Tensor& x, DType dtype) { return cast(cast(x, dtype), DType::F32); }
+
 // Attention for one sequence. qb (sq, h, d), kb and vb (sk, hk, d), any float dtype and
 // layout; returns (sq, h, d) f32.
 // slopes: the ALiBi slopes (num_heads), empty for none.
 Tensor attend(const AttnPlan& plan, const std::vector<Range>& ranges, const std::vector<float>& slopes,
-              const Tensor& qb, const Tensor& kb, const Tensor& vb) {
+              ReferencePrecision precision, const Tensor& qb, const Tensor& kb, const Tensor& vb) {
+  const bool input_precision = precision == ReferencePrecision::Input;
   const auto& p = plan.params;
   const size_t sq = qb.dim(0), sk = kb.dim(0), h = qb.dim(1), d = qb.dim(2);
   const Device dev = plan.device;
@@ -51,7 +55,9 @@ Tensor attend(const AttnPlan& plan, const std::vector<Range>& ranges, const std:
   const Tensor V = cast(index_select(vb, heads, 1), DType::F32).permute({1, 0, 2});  // (h, sk, d)
   const Tensor Q = cast(qb, DType::F32).permute({1, 0, 2});                          // (h, sq, d)
 
-  Tensor S = mul_scalar(matmul(Q, K), p.softmax_scale);  // (h, sq, sk)
+  Tensor S = matmul(Q, K);  // (h, sq, sk)
+  if (input_precision) S = round_through(S, qb.dtype());
+  S = mul_scalar(S, p.softmax_scale);
   if (p.softcap > 0) S = mul_scalar(tanh(mul_scalar(S, 1.0 / p.softcap)), p.softcap);
   // Row i sits at key position i + sk - sq (bottom-right alignment).
   std::vector<uint8_t> visible(sq * sk), seen(sq, 0);
@@ -77,6 +83,7 @@ Tensor attend(const AttnPlan& plan, const std::vector<Range>& ranges, const std:
   // A row that sees no key would softmax to 0/0: it gets 0 weights instead.
   Tensor P = softmax(S);
   P = where(Tensor::from_vec(seen, Shape{sq, 1}, dev), P, Tensor::zeros({1}, DType::F32, dev));
+  if (input_precision) P = round_through(P, qb.dtype());
   return matmul(P, V).permute({1, 0, 2});  // (sq, h, d)
 }
 
@@ -94,7 +101,8 @@ Tensor gather_keys(const AttnPlan& plan, const Tensor& kv, size_t b, size_t k0, 
 
 }  // namespace
 
-Tensor attention_reference(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k, const Tensor& v) {
+Tensor attention_reference(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k, const Tensor& v,
+                           ReferencePrecision precision) {
   const AttnPlan plan = attention::plan_varlen(op, q, k, v);
   const auto ranges = host_ranges(op.mm_prefix_ranges);
   const std::vector<float> slopes = op.alibi_slopes ? op.alibi_slopes->to_vec<float>() : std::vector<float>{};
@@ -103,19 +111,20 @@ Tensor attention_reference(const FlashAttnVarLen& op, const Tensor& q, const Ten
     const size_t q0 = plan.seqlens_q[b], sq = plan.seqlens_q[b + 1] - q0;
     const size_t k0 = plan.seqlens_k[b], sk = plan.seqlens_k[b + 1] - k0;
     if (sq == 0) continue;
-    parts.push_back(attend(plan, ranges.empty() ? std::vector<Range>{} : ranges[b], slopes, q.narrow(0, q0, sq),
+    parts.push_back(attend(plan, ranges.empty() ? std::vector<Range>{} : ranges[b], slopes, precision, q.narrow(0, q0, sq),
                            gather_keys(plan, k, b, k0, sk), gather_keys(plan, v, b, k0, sk)));
   }
   if (parts.empty()) return Tensor::zeros(q.shape(), q.dtype(), q.device());
   return cast(cat(parts, 0), q.dtype());
 }
 
-Tensor attention_reference(const FlashAttn& op, const Tensor& q, const Tensor& k, const Tensor& v) {
+Tensor attention_reference(const FlashAttn& op, const Tensor& q, const Tensor& k, const Tensor& v,
+                           ReferencePrecision precision) {
   const AttnPlan plan = attention::plan_batched(op, q, k, v);
   const std::vector<float> slopes = op.alibi_slopes ? op.alibi_slopes->to_vec<float>() : std::vector<float>{};
   std::vector<Tensor> parts;
   for (size_t b = 0; b < q.dim(0); ++b)
-    parts.push_back(attend(plan, {}, slopes, q.narrow(0, b, 1).squeeze(0), k.narrow(0, b, 1).squeeze(0),
+    parts.push_back(attend(plan, {}, slopes, precision, q.narrow(0, b, 1).squeeze(0), k.narrow(0, b, 1).squeeze(0),
                            v.narrow(0, b, 1).squeeze(0))
                         .unsqueeze(0));
   if (parts.empty() || q.elem_count() == 0) return Tensor::zeros(q.shape(), q.dtype(), q.device());

@@ -12,9 +12,19 @@
 
 namespace wick {
 
+// How the reference rounds on the way.
+//   F32:   every intermediate in f32; only the output is rounded to q's dtype.
+//   Input: the scores S = Q K^T and the probabilities P are rounded to q's dtype (f16/bf16)
+//          before they are used, as a computation done in the input precision would (the
+//          "same-precision reference" of FlashAttention's accuracy rule; a flash kernel
+//          also feeds P to its second matmul in the input dtype).
+enum class ReferencePrecision { F32, Input };
+
 // out (total_q, num_heads, head_size), q's dtype and device.
-Tensor attention_reference(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k, const Tensor& v);
+Tensor attention_reference(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k, const Tensor& v,
+                           ReferencePrecision precision = ReferencePrecision::F32);
 // out (batch, seqlen_q, num_heads, head_size), q's dtype and device.
-Tensor attention_reference(const FlashAttn& op, const Tensor& q, const Tensor& k, const Tensor& v);
+Tensor attention_reference(const FlashAttn& op, const Tensor& q, const Tensor& k, const Tensor& v,
+                           ReferencePrecision precision = ReferencePrecision::F32);
 
 }  // namespace wick
