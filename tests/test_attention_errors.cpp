@@ -3,33 +3,23 @@
 // test that parses docs/errors.md so the catalogue and this table cannot drift apart.
 #include <doctest/doctest.h>
 
-#include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
-#include <regex>
 #include <set>
-#include <sstream>
 #include <string>
 
 #include "devices.h"
+#include "errors_catalog.h"
 #include "ops/attention/flash_attn.h"
 #include "ops/attention/paged_kv_cache.h"
 #include "test_attention_common.h"
 
 using namespace wick;
 using namespace wick::attn_test;
+using wick::catalog::error_of;
+using wick::catalog::matches_template;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 // A valid varlen call (2 sequences: q lengths 2, 4; k lengths 4, 5; 4 query heads, 2 kv
 // heads, head size 16). Each trigger breaks one or two things and runs it.
@@ -367,48 +357,6 @@ std::vector<Entry> catalogue() {
   return e;
 }
 
-// The template with each {placeholder} matching any text.
-bool matches_template(const std::string& text, const std::string& templ) {
-  std::string re;
-  for (size_t i = 0; i < templ.size(); ++i) {
-    if (templ[i] == '{') {
-      size_t j = templ.find('}', i);
-      if (j != std::string::npos) {
-        re += ".*";
-        i = j;
-        continue;
-      }
-    }
-    if (std::string("\\^$.|?*+()[]{}").find(templ[i]) != std::string::npos) re += '\\';
-    re += templ[i];
-  }
-  return std::regex_match(text, std::regex(re));
-}
-
-// docs/errors.md, found from the working directory (the repository root) or this file.
-std::string read_errors_md() {
-  for (auto path : {std::filesystem::path("docs/errors.md"),
-                    std::filesystem::path(__FILE__).parent_path().parent_path() / "docs/errors.md"}) {
-    std::ifstream f(path);
-    if (f) return std::string(std::istreambuf_iterator<char>(f), {});
-  }
-  return {};
-}
-
-// id -> message template, from "### ID ..." headings followed by a "Message: `...`" line.
-std::map<std::string, std::string> documented_messages(const std::string& md) {
-  std::map<std::string, std::string> out;
-  std::regex heading(R"(^### ([A-Z][0-9]{2})\b.*$)"), message(R"(^Message: `(.*)`$)");
-  std::string id;
-  std::istringstream in(md);
-  for (std::string line; std::getline(in, line);) {
-    std::smatch m;
-    if (std::regex_match(line, m, heading)) id = m[1];
-    else if (std::regex_match(line, m, message) && !id.empty()) out[id] = m[1], id.clear();
-  }
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("attention errors: every catalogue entry is raised with its exact text") {
@@ -431,21 +379,12 @@ TEST_CASE("attention errors: every catalogue entry is raised with its exact text
 }
 
 TEST_CASE("attention errors: docs/errors.md documents exactly the catalogue") {
-  const std::string md = read_errors_md();
+  const std::string md = catalog::read_errors_md();
   REQUIRE_MESSAGE(!md.empty(), "docs/errors.md not found (run from the repository root)");
-  const auto docs = documented_messages(md);
-  std::set<std::string> tested;
-  for (const Entry& e : catalogue()) {
-    INFO(e.id);
-    tested.insert(e.id);
-    REQUIRE_MESSAGE(docs.count(e.id), "not documented: ", e.id);
-    CHECK(docs.at(e.id) == e.templ);
-  }
-  for (const auto& [id, templ] : docs) {
-    INFO(id, ": ", templ);
-    // X01 is the one message no test can trigger: a CUDA tensor in a build without CUDA.
-    CHECK((tested.count(id) || id == "X01"));
-  }
+  std::map<std::string, std::string> tested;
+  for (const Entry& e : catalogue()) tested[e.id] = e.templ;
+  // X01 is the one message no test can trigger: a CUDA tensor in a build without CUDA.
+  catalog::check_sections_in_sync(catalog::documented_messages(md), "AWXP", tested, {"X01"});
 }
 
 TEST_CASE("attention errors: a CPU q names the cpu where candle says cuda") {
