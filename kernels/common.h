@@ -8,6 +8,8 @@
 #pragma once
 #include <cstdint>
 
+#include "tensor/cuda_check.h"  // WICK_CUDA_CHECK, plain C++ like this header
+
 namespace wick::kernels {
 
 // Mirrors wick::DType's order (ops/ static_asserts this) without pulling in Eigen.
@@ -22,23 +24,6 @@ struct StridedView {
   bool contiguous = false;        // true when stride is row-major for dims (fast path)
 };
 
-}  // namespace wick::kernels
-
-namespace wick::kernels {
 // Throws wick::Error(msg); lets .cu files raise errors without including tensor/ (Eigen).
 [[noreturn]] void throw_error(const char* msg);
 }  // namespace wick::kernels
-
-namespace wick::detail {
-[[noreturn]] void throw_cuda_error(int code, const char* expr, const char* file, int line);
-}
-
-// Same definition as tensor/error.h's, so either header may come first.
-#ifndef WICK_CUDA_CHECK
-#define WICK_CUDA_CHECK(expr)                                                          \
-  do {                                                                                 \
-    auto wick_err_ = (expr);                                                           \
-    if (wick_err_ != 0) ::wick::detail::throw_cuda_error(static_cast<int>(wick_err_), \
-                                                         #expr, __FILE__, __LINE__);   \
-  } while (0)
-#endif

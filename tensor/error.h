@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "tensor/cuda_check.h"  // WICK_CUDA_CHECK
 #include "tensor/device.h"
 #include "tensor/dtype.h"
 
@@ -24,15 +25,3 @@ class Error : public std::runtime_error {
 [[noreturn]] void throw_device_mismatch(const std::string& op, const Device& lhs, const Device& rhs);
 
 }  // namespace wick
-
-// Throws wick::Error with file:line when a CUDA runtime call fails.
-#define WICK_CUDA_CHECK(expr)                                                          \
-  do {                                                                                 \
-    auto wick_err_ = (expr);                                                           \
-    if (wick_err_ != 0) ::wick::detail::throw_cuda_error(static_cast<int>(wick_err_), \
-                                                         #expr, __FILE__, __LINE__);   \
-  } while (0)
-
-namespace wick::detail {
-[[noreturn]] void throw_cuda_error(int code, const char* expr, const char* file, int line);
-}
