@@ -2,55 +2,27 @@
 //   binary:  out[i] = op(l[view_offset(lv, i)], r[view_offset(rv, i)])
 //   compare: out[i] = op(l[...], r[...]) ? 1 : 0   (uint8)
 //   where:   out[i] = c[view_offset(cv, i)] ? a[view_offset(av, i)] : b[view_offset(bv, i)]
-// Broadcast inputs arrive as views with stride 0 on broadcast dims. Mirrors ops/binary.cpp.
-#include <type_traits>
-
+// Broadcast inputs arrive as views with stride 0 on broadcast dims. The formulas are
+// kernels/binary_ops.h, shared with the CPU loop in ops/binary.cpp.
 #include "kernels/binary.h"
+#include "kernels/binary_ops.h"
 #include "kernels/device_utils.h"
 
 namespace wick::kernels {
 
 namespace {
 
-template <class C>
-__device__ C apply(BinaryOp op, C a, C b) {
-  switch (op) {
-    case BinaryOp::Add: return a + b;
-    case BinaryOp::Sub: return a - b;
-    case BinaryOp::Mul: return a * b;
-    case BinaryOp::Div:
-      if constexpr (std::is_integral_v<C>) return b == C(0) ? C(0) : C(a / b);
-      else return a / b;
-    case BinaryOp::Max: return a < b ? b : a;
-    case BinaryOp::Min: return b < a ? b : a;
-  }
-  return a;
-}
-
-template <class C>
-__device__ bool apply(CmpOp op, C a, C b) {
-  switch (op) {
-    case CmpOp::Eq: return a == b;
-    case CmpOp::Ne: return a != b;
-    case CmpOp::Lt: return a < b;
-    case CmpOp::Le: return a <= b;
-    case CmpOp::Gt: return a > b;
-    case CmpOp::Ge: return a >= b;
-  }
-  return false;
-}
-
 template <class T>
 __global__ void binary_kernel(BinaryOp op, const T* l, StridedView lv, const T* r, StridedView rv, T* out, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = store<T>(apply<acc_t<T>>(op, load(l[view_offset(lv, i)]), load(r[view_offset(rv, i)])));
+    out[i] = store<T>(apply_binary<acc_t<T>>(op, load(l[view_offset(lv, i)]), load(r[view_offset(rv, i)])));
 }
 
 template <class T>
 __global__ void compare_kernel(CmpOp op, const T* l, StridedView lv, const T* r, StridedView rv, uint8_t* out,
                                int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = apply<acc_t<T>>(op, load(l[view_offset(lv, i)]), load(r[view_offset(rv, i)])) ? 1 : 0;
+    out[i] = apply_compare<acc_t<T>>(op, load(l[view_offset(lv, i)]), load(r[view_offset(rv, i)])) ? 1 : 0;
 }
 
 template <class T>

@@ -10,6 +10,14 @@
 
 #include "tensor/cuda_check.h"  // WICK_CUDA_CHECK, plain C++ like this header
 
+// Marks the element formulas shared by the CPU loops in ops/ and the CUDA kernels
+// (kernels/*_ops.h): host and device functions under nvcc, plain functions elsewhere.
+#if defined(__CUDACC__)
+#define WICK_HOST_DEVICE __host__ __device__
+#else
+#define WICK_HOST_DEVICE
+#endif
+
 namespace wick::kernels {
 
 // Mirrors wick::DType's order (ops/ static_asserts this) without pulling in Eigen.

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "kernels/binary.h"
+#include "kernels/binary_ops.h"
 #include "ops/op_util.h"
 
 namespace wick {
@@ -18,36 +19,6 @@ using kernels::CmpOp;
 namespace {
 
 using Grads = std::vector<Tensor>;
-
-template <class C>
-C apply(BinaryOp op, C a, C b) {
-  switch (op) {
-    case BinaryOp::Add: return a + b;
-    case BinaryOp::Sub: return a - b;
-    case BinaryOp::Mul: return a * b;
-    case BinaryOp::Div:
-      if constexpr (std::is_integral_v<C>) {
-        if (b == C(0)) throw Error("div: integer division by zero");
-      }
-      return a / b;
-    case BinaryOp::Max: return a < b ? b : a;
-    case BinaryOp::Min: return b < a ? b : a;
-  }
-  return a;
-}
-
-template <class C>
-bool apply(CmpOp op, C a, C b) {
-  switch (op) {
-    case CmpOp::Eq: return a == b;
-    case CmpOp::Ne: return a != b;
-    case CmpOp::Lt: return a < b;
-    case CmpOp::Le: return a <= b;
-    case CmpOp::Gt: return a > b;
-    case CmpOp::Ge: return a >= b;
-  }
-  return false;
-}
 
 // Checks device, dtype and broadcast; returns the output shape.
 Shape check_binary(const char* name, const Tensor& a, const Tensor& b) {
@@ -76,8 +47,13 @@ Tensor binary_fwd(const char* name, Op op, const Tensor& a, const Tensor& b) {
       Out* o = cpu_base_mut<Out>(out);
       for_each_offsets<2>({&la, &lb}, [&](size_t i, const std::array<size_t, 2>& off) {
         C r = static_cast<C>(pa[off[0]]), s = static_cast<C>(pb[off[1]]);
-        if constexpr (kCmp) o[i] = apply<C>(op, r, s) ? 1 : 0;
-        else o[i] = static_cast<T>(apply<C>(op, r, s));
+        if constexpr (kCmp) {
+          o[i] = kernels::apply_compare<C>(op, r, s) ? 1 : 0;
+        } else {
+          if constexpr (std::is_integral_v<C>)  // the CUDA kernel yields 0 here; the CPU can say why
+            if (op == BinaryOp::Div && s == C(0)) throw Error("div: integer division by zero");
+          o[i] = static_cast<T>(kernels::apply_binary<C>(op, r, s));
+        }
       });
     });
     return out;
