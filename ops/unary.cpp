@@ -1,12 +1,12 @@
 // Elementwise unary ops (float dtypes). One CPU loop and one CUDA kernel serve every op; the
-// op is a kernels::UnaryOp tag with two scalar parameters (a, b) for affine and powf.
+// op is a kernels::UnaryOp tag with two scalar parameters (a, b) for affine and powf, and both
+// devices evaluate it with kernels::apply_unary (kernels/unary_ops.h).
 // Backward rules, with the derivative each implements:
 //   neg: -g            exp: g*y          log: g/x           sqrt: g/(2y)
 //   tanh: g*(1-y^2)    relu: g*[x>0]     gelu: g*gelu'(x)   silu: g*silu'(x)
 //   sigmoid: g*y*(1-y) affine: g*a       powf: g*a*x^(a-1)
-#include <cmath>
-
 #include "kernels/unary.h"
+#include "kernels/unary_ops.h"
 #include "ops/op_util.h"
 
 namespace wick {
@@ -15,41 +15,6 @@ using namespace ops_detail;
 using kernels::UnaryOp;
 
 namespace {
-
-constexpr double kSqrt2OverPi = 0.7978845608028654;  // sqrt(2/pi), GELU's tanh approximation
-constexpr double kGeluCubic = 0.044715;
-
-template <class C>
-C apply(UnaryOp op, C x, C a, C b) {
-  switch (op) {
-    case UnaryOp::Neg: return -x;
-    case UnaryOp::Exp: return std::exp(x);
-    case UnaryOp::Log: return std::log(x);
-    case UnaryOp::Sqrt: return std::sqrt(x);
-    case UnaryOp::Tanh: return std::tanh(x);
-    case UnaryOp::Relu: return x > C(0) ? x : C(0);
-    case UnaryOp::Gelu: {
-      C inner = C(kSqrt2OverPi) * (x + C(kGeluCubic) * x * x * x);
-      return C(0.5) * x * (C(1) + std::tanh(inner));
-    }
-    case UnaryOp::GeluGrad: {
-      C inner = C(kSqrt2OverPi) * (x + C(kGeluCubic) * x * x * x);
-      C t = std::tanh(inner);
-      C dinner = C(kSqrt2OverPi) * (C(1) + C(3 * kGeluCubic) * x * x);
-      return C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * dinner;
-    }
-    case UnaryOp::Silu: return x / (C(1) + std::exp(-x));
-    case UnaryOp::SiluGrad: {
-      C s = C(1) / (C(1) + std::exp(-x));
-      return s * (C(1) + x * (C(1) - s));
-    }
-    case UnaryOp::Sigmoid: return C(1) / (C(1) + std::exp(-x));
-    case UnaryOp::Step: return x > C(0) ? C(1) : C(0);
-    case UnaryOp::Affine: return x * a + b;
-    case UnaryOp::Powf: return std::pow(x, a);
-  }
-  return x;
-}
 
 // The forward of every unary op: checks, CPU loop or CUDA kernel. No autograd node.
 Tensor unary_fwd(const char* name, UnaryOp op, const Tensor& x, double a = 0, double b = 0) {
@@ -65,7 +30,7 @@ Tensor unary_fwd(const char* name, UnaryOp op, const Tensor& x, double a = 0, do
       T* o = cpu_base_mut<T>(out);
       const C ca = static_cast<C>(a), cb = static_cast<C>(b);
       for_each_offset(x.layout(), [&](size_t i, size_t off) {
-        o[i] = static_cast<T>(apply<C>(op, static_cast<C>(in[off]), ca, cb));
+        o[i] = static_cast<T>(kernels::apply_unary<C>(op, static_cast<C>(in[off]), ca, cb));
       });
     });
     return out;
