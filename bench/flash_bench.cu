@@ -334,10 +334,11 @@ int main(int argc, char** argv) {
     for (bool varlen : {true, false}) {
       const auto& L = varlen ? lens : b1024;
       variant(FlashConfig<128, 128, 4, 2, 1, 64, 2, false>{}, "d128_4w_2x16_n64_s2", 128, 16, L, varlen);
-      variant(FlashConfig<128, 128, 8, 1, 1, 64, 2, true>{}, "d128_8w_1x16_n64_s2_qreg", 128, 16, L, varlen);
       variant(FlashConfig<128, 128, 4, 2, 1, 32, 2, false>{}, "d128_4w_2x16_n32_s2", 128, 16, L, varlen);
-      variant(FlashConfig<64, 64, 4, 2, 1, 32, 3, true>{}, "d64_4w_2x16_n32_s3_qreg", 64, 32, L, varlen);
     }
+    // d256 at S=1k: 64-row tiles (two CTAs per SM) and 32-key tiles with 3 stages
+    variant(FlashConfig<256, 256, 4, 1, 1, 32, 2, false>{}, "d256_4w_1x16_n32_s2", 256, 8, b1024, false);
+    variant(FlashConfig<256, 256, 8, 1, 1, 32, 3, false>{}, "d256_8w_1x16_n32_s3", 256, 8, b1024, false);
   }
   if (want("D")) {
     run_decode(64, 4096);

@@ -38,7 +38,7 @@ def main():
             print(f"{n:34s} {w:9.1f} {t:9.1f} {w / t:6.2f}  >=0.95 vs wick non-paged {'MET' if w / t >= 0.95 else 'missed'}")
         elif n.startswith("V_"):
             # tile-shape variant vs the library's choice for the same workload
-            d = "d64" if "_d64_" in n else "d128"
+            d = n.split("_")[1]
             causal = "_causal" if n.endswith("_causal") else ""
             if "_A" in n:
                 base = f"A_varlen_{d}_h{32 if d == 'd64' else 16}{causal}"

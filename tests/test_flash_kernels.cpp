@@ -586,6 +586,15 @@ TEST_CASE("flash kernels: paged K/V with shuffled block tables") {
     c.dtype = FlashDType::F16, c.page = 64, c.hs = 256, c.alibi = true, c.wl = -1, c.wr = -1;
     cases.push_back(c);
   }
+  // Page 96 with 64-key tiles: some tiles lie in one page, others straddle two (rows split
+  // at 32), and tails end inside either part.
+  for (bool causal : {false, true}) {
+    Case c = varlen_case(std::string("paged 96, 64-key tiles straddle pages") + (causal ? " causal" : ""), 4, 1, 400, 64);
+    c.sk = lengths(case_rng(), 4, 1, 900);
+    c.sk[0] = c.sq[0];
+    c.page = 96, c.causal = causal, c.nh = 4, c.nhk = 2;
+    cases.push_back(c);
+  }
   for (const Case& c : cases) check_case(c);
 }
 
@@ -643,6 +652,10 @@ TEST_CASE("flash kernels: sanitizer subset") {
     cases.push_back(c);
     c.name = "san: d256 paged 64 causal f16";
     c.hs = 256, c.page = 64, c.causal = true, c.dtype = FlashDType::F16;
+    cases.push_back(c);
+    c.name = "san: d64 paged 96 (tiles straddle pages)";
+    c.hs = 64, c.page = 96, c.causal = false;
+    c.sk = lengths(case_rng(), 3, 1, 400);
     cases.push_back(c);
     c.name = "san: d512 window";
     c.hs = 512, c.page = 0, c.causal = false, c.wl = 20, c.wr = 10, c.dtype = FlashDType::BF16;

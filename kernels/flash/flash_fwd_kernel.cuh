@@ -7,7 +7,9 @@
 //   1. Q tile -> shared memory (cp.async, 16 B per thread, zero-filled tails), then into
 //      registers as mma A fragments (head sizes <= 128; larger ones re-read shared memory).
 //   2. for each key tile (cp.async pipeline of kStages shared-memory stages, one barrier per
-//      tile; the next tiles load while this one computes):
+//      tile; the next tiles load while this one computes; a tile's rows are found from one
+//      base per page it touches, the block-table entries read a tile ahead, so paged and
+//      contiguous K/V issue the same unrolled copies):
 //      a. S = Q K^T on the tensor cores (ldmatrix K, mma m16n8k16, f32 accumulators);
 //         softcap / ALiBi turn S into log2-scaled logits; masks (window, causal, mm-prefix,
 //         keys past sk) are applied only on tiles that need them          = CPU step 2a
@@ -61,13 +63,11 @@ struct FlashConfig {
   static constexpr int kStrideQK = kD + 8, kStrideV = kDV + 8;  // padded rows (elements)
   static constexpr int kStrideO = kDV + 8;                       // epilogue rows (floats)
   static constexpr int kElemsQ = kBlockM * kStrideQK, kElemsK = kBlockN * kStrideQK, kElemsV = kBlockN * kStrideV;
-  // + per-stage tables of key-row element offsets (K and V), -1 for rows past sk
-  static constexpr int kSmemMain = 2 * (kElemsQ + kStages * (kElemsK + kElemsV)) + 2 * 8 * kStages * kBlockN;
+  static constexpr int kSmemMain = 2 * (kElemsQ + kStages * (kElemsK + kElemsV));
   static constexpr int kSmemEpi = 4 * (kNWarps * kBlockM * kStrideO + 2 * kNWarps * kBlockM);
   static constexpr int kSmem = kSmemMain > kSmemEpi ? kSmemMain : kSmemEpi;
   static_assert(kD % 16 == 0 && kDV % 16 == 0 && kWN % 16 == 0, "tile shapes are multiples of 16");
   static_assert(kStages >= 2, "the pipeline needs two stages");
-  static_assert(kThreads >= kBlockN, "one thread resolves each key row of a tile");
 };
 
 // Everything one launch needs besides the contract.
@@ -111,21 +111,45 @@ static __device__ __noinline__ float general_logit(float qk, float scale, float 
   return x;
 }
 
+// Where the rows of one key tile live, as element offsets from the head's base pointer:
+// row r (0 <= r < kBlockN) is at (r < split ? base0 : base1) + r * row_stride, and rows
+// r >= valid (past sk) are zero-filled. A tile that lies in one page (or is not paged) has
+// split = kBlockN; one that straddles two pages has base1 = the second page's row 0 minus
+// split rows, so the same formula covers both.
+struct TileRows {
+  int64_t base0, base1;
+  int split, valid;
+};
+
 // Issues the cp.async copies of one key tile (kRows rows x channels [col0, col0 + kCols))
-// into a padded shared tile. Row r's element offset comes from offs[r] (resolved earlier,
-// through the block table when paged); -1 rows (past sk) and channels past head_size are
-// zero-filled.
-template <int kRows, int kCols, int kStride, int kThreads, class Elem>
-__device__ __forceinline__ void load_tile(Elem* dst, const Elem* src, const int64_t* offs, int col0, int head_size,
-                                          int tid) {
+// into a padded shared tile at byte address dst. Fully unrolled: thread tid copies 16-byte
+// chunks tid, tid + kThreads, ... When kThreads is a multiple of the chunks per row, a
+// thread keeps one column and steps rows by a constant, so each chunk costs one 64-bit
+// address add beside the copy; kWhole (every row in one page and before sk, the common
+// case) drops the per-row page and tail selects. Channels past head_size read as zeros.
+template <int kRows, int kCols, int kStride, int kThreads, bool kWhole, class Elem>
+__device__ __forceinline__ void load_tile(uint32_t dst, const Elem* src, const TileRows& tr, int64_t row_stride,
+                                          int col0, int head_size, int tid) {
   constexpr int kChunksPerRow = kCols / 8;
   constexpr int kTotal = kRows * kChunksPerRow;
+  constexpr bool kRegular = kThreads % kChunksPerRow == 0 && kTotal % kThreads == 0;
+  constexpr int kIters = (kTotal + kThreads - 1) / kThreads;
 #pragma unroll
-  for (int c = tid; c < kTotal; c += kThreads) {
-    const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
-    const int64_t o = offs[row];
-    const bool valid = o >= 0 && col0 + col < head_size;
-    cp_async_16(smem_addr(dst + row * kStride + col), valid ? src + o + col0 + col : src, valid);
+  for (int i = 0; i < kIters; ++i) {
+    const int c = tid + i * kThreads;
+    if (!kRegular && c >= kTotal) break;
+    const int row = kRegular ? tid / kChunksPerRow + i * (kThreads / kChunksPerRow) : c / kChunksPerRow;
+    const int col = kRegular ? (tid % kChunksPerRow) * 8 : (c % kChunksPerRow) * 8;
+    const bool col_ok = col0 + col < head_size;
+    const uint32_t d = dst + 2 * (row * kStride + col);
+    if constexpr (kWhole) {
+      // a column past head_size reads nothing; its address stays inside row `row`
+      cp_async_16(d, src + tr.base0 + row * row_stride + (col_ok ? col0 + col : col0), col_ok);
+    } else {
+      const bool ok = col_ok && row < tr.valid;
+      const int64_t o = (row < tr.split ? tr.base0 : tr.base1) + row * row_stride + col0 + col;
+      cp_async_16(d, ok ? src + o : src + tr.base0 + col0, ok);  // row 0 is always a real row
+    }
   }
 }
 
@@ -188,22 +212,52 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
   }
   cp_async_commit();
 
-  int64_t* sKOff = reinterpret_cast<int64_t*>(sV + kStages * Cfg::kElemsV);  // (kStages, kBlockN)
-  int64_t* sVOff = sKOff + kStages * kBlockN;
-  // Key row tid of tile nb: its K and V element offsets (block table resolved), or -1.
-  // Issued early and stored late, so the block-table read overlaps a tile of compute.
-  auto row_offsets = [&](int nb, int64_t& ko, int64_t& vo) {
-    const int t = nb * kBlockN + tid;
-    ko = vo = -1;
-    if (tid < kBlockN && nb < nb_end && t < sb.sk) {
-      ko = kv_row_offset(p, b, sb, t, p.k_batch_stride, p.k_row_stride);
-      vo = kv_row_offset(p, b, sb, t, p.v_batch_stride, p.v_row_stride);
-    }
+  // Block-table entries of key tile nb: its first page, the next page when the tile
+  // straddles a page boundary, and the tile's first row inside its page. Read a tile ahead
+  // of their use, so the global read overlaps a tile of compute.
+  struct PageIds {
+    int blk0, blk1, in_page;
   };
-  auto load_kv = [&](int nb, int stage) {
-    load_tile<kBlockN, kD, kStrideQK, kThreads>(sK + stage * Cfg::kElemsK, gk, sKOff + stage * kBlockN, 0, hs, tid);
-    load_tile<kBlockN, kDV, kStrideV, kThreads>(sV + stage * Cfg::kElemsV, gv, sVOff + stage * kBlockN, v_col0, hs,
-                                                tid);
+  const bool paged = p.block_table != nullptr;
+  auto page_ids = [&](int nb) {
+    PageIds r{0, 0, 0};
+    if (paged && nb < nb_end) {
+      const int t0 = nb * kBlockN, page = t0 / p.page_block_size;
+      const int32_t* bt = p.block_table + b * p.block_table_batch_stride + page;
+      r.in_page = t0 - page * p.page_block_size;
+      r.blk0 = bt[0];
+      // the second entry only when the tile reaches into that page (the plan checked only
+      // the entries a sequence uses)
+      if (r.in_page + kBlockN > p.page_block_size && t0 + p.page_block_size - r.in_page < sb.sk) r.blk1 = bt[1];
+    }
+    return r;
+  };
+  // Issues tile nb into `stage`: the tile's row bases from the page ids (or the sequence's
+  // contiguous rows), then the unrolled copies.
+  auto load_kv = [&](int nb, int stage, const PageIds& ids) {
+    const int t0 = nb * kBlockN;
+    TileRows rk, rv;
+    rk.valid = rv.valid = min(kBlockN, sb.sk - t0);
+    if (paged) {
+      const int split = min(kBlockN, p.page_block_size - ids.in_page);
+      rk.split = rv.split = split;
+      rk.base0 = ids.blk0 * p.k_batch_stride + ids.in_page * p.k_row_stride;
+      rv.base0 = ids.blk0 * p.v_batch_stride + ids.in_page * p.v_row_stride;
+      rk.base1 = ids.blk1 * p.k_batch_stride - split * p.k_row_stride;
+      rv.base1 = ids.blk1 * p.v_batch_stride - split * p.v_row_stride;
+    } else {
+      rk.split = rv.split = kBlockN;
+      rk.base0 = rk.base1 = b * p.k_batch_stride + (sb.k_start + t0) * p.k_row_stride;
+      rv.base0 = rv.base1 = b * p.v_batch_stride + (sb.k_start + t0) * p.v_row_stride;
+    }
+    const uint32_t dk = smem_addr(sK + stage * Cfg::kElemsK), dv = smem_addr(sV + stage * Cfg::kElemsV);
+    if (rk.split == kBlockN && rk.valid == kBlockN) {
+      load_tile<kBlockN, kD, kStrideQK, kThreads, true>(dk, gk, rk, p.k_row_stride, 0, hs, tid);
+      load_tile<kBlockN, kDV, kStrideV, kThreads, true>(dv, gv, rv, p.v_row_stride, v_col0, hs, tid);
+    } else {
+      load_tile<kBlockN, kD, kStrideQK, kThreads, false>(dk, gk, rk, p.k_row_stride, 0, hs, tid);
+      load_tile<kBlockN, kDV, kStrideV, kThreads, false>(dv, gv, rv, p.v_row_stride, v_col0, hs, tid);
+    }
   };
 
   // Per-thread row state: mma tile mt of this warp, rows g and g + 8 of it (rr = 0, 1).
@@ -229,18 +283,13 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
   const uint32_t v_lane = smem_addr(sV + (wn * kWN + (lane % 8) + 8 * ((lane / 8) % 2)) * kStrideV + 8 * (lane / 16));
   auto q_frag_addr = [&](int mt, int ks) { return q_lane + 2 * (mt * 16 * kStrideQK + ks * 16); };
 
-  // Offsets of the first kStages tiles, then the first kStages - 1 tiles in flight.
-  for (int s = 0; s < kStages; ++s) {
-    int64_t ko, vo;
-    row_offsets(nb_begin + s, ko, vo);
-    if (tid < kBlockN) sKOff[s * kBlockN + tid] = ko, sVOff[s * kBlockN + tid] = vo;
-  }
-  __syncthreads();
+  // The first kStages - 1 tiles in flight, and the page ids of the next one.
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (nb_begin + s < nb_end) load_kv(nb_begin + s, s);
+    if (nb_begin + s < nb_end) load_kv(nb_begin + s, s, page_ids(nb_begin + s));
     cp_async_commit();
   }
+  PageIds next_ids = page_ids(nb_begin + kStages - 1);
 
   // 2. the key loop
   // One barrier per tile: after it, tile nb is in shared memory for everyone and every warp
@@ -248,14 +297,10 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
   for (int nb = nb_begin, it = 0; nb < nb_end; ++nb, ++it) {
     cp_async_wait<kStages - 2>();
     __syncthreads();
-    if (nb + kStages - 1 < nb_end) load_kv(nb + kStages - 1, (it + kStages - 1) % kStages);
+    if (nb + kStages - 1 < nb_end) load_kv(nb + kStages - 1, (it + kStages - 1) % kStages, next_ids);
     cp_async_commit();
     const int stage = it % kStages;
-    // Offsets of tile nb + kStages, stored into this stage's slot after the compute (the
-    // slot's last reader was the load of tile nb, issued before an earlier barrier); the
-    // next iteration's barrier publishes them before their load is issued.
-    int64_t next_ko, next_vo;
-    row_offsets(nb + kStages, next_ko, next_vo);
+    next_ids = page_ids(nb + kStages);  // used by the next iteration's load
     const uint32_t k_s = k_lane + stage * (2 * Cfg::kElemsK);
     const uint32_t v_s = v_lane + stage * (2 * Cfg::kElemsV);
     if (warp_active) {
@@ -398,7 +443,6 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
         }
       }
     }
-    if (tid < kBlockN) sKOff[stage * kBlockN + tid] = next_ko, sVOff[stage * kBlockN + tid] = next_vo;
   }
   cp_async_wait<0>();
   __syncthreads();  // the epilogue reuses all shared memory
