@@ -57,22 +57,16 @@ void compare(CmpOp op, ElemType type, const void* l, const StridedView& lv, cons
   WICK_CUDA_CHECK(cudaGetLastError());
 }
 
-void where(ElemType type, const uint8_t* c, const StridedView& cv, const void* a, const StridedView& av, const void* b,
-           const StridedView& bv, void* out, int64_t n) {
+void where(size_t elem_size, const uint8_t* c, const StridedView& cv, const void* a, const StridedView& av,
+           const void* b, const StridedView& bv, void* out, int64_t n) {
   if (n == 0) return;
-  // where only moves elements, so one instance per element size serves every type.
-  auto launch = [&](auto zero) {
+  const bool known = visit_elem_bytes(elem_size, [&](auto zero) {
     using U = decltype(zero);
     where_kernel<U><<<blocks_for(n), kThreads, 0, cudaStreamLegacy>>>(c, cv, static_cast<const U*>(a), av,
                                                                       static_cast<const U*>(b), bv,
                                                                       static_cast<U*>(out), n);
-  };
-  switch (type) {
-    case ElemType::U8: launch(uint8_t{}); break;
-    case ElemType::I16: case ElemType::F16: case ElemType::BF16: launch(uint16_t{}); break;
-    case ElemType::U32: case ElemType::I32: case ElemType::F32: launch(uint32_t{}); break;
-    default: launch(uint64_t{}); break;
-  }
+  });
+  if (!known) throw_error("where kernel: element size must be 1, 2, 4 or 8");
   WICK_CUDA_CHECK(cudaGetLastError());
 }
 

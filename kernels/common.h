@@ -6,6 +6,7 @@
 // a StridedView with 64-bit dims and strides in elements. Element i (row-major logical order)
 // of a view lives at ptr[sum_k idx_k(i) * stride[k]].
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "tensor/cuda_check.h"  // WICK_CUDA_CHECK, plain C++ like this header
@@ -34,4 +35,20 @@ struct StridedView {
 
 // Throws wick::Error(msg); lets .cu files raise errors without including tensor/ (Eigen).
 [[noreturn]] void throw_error(const char* msg);
+
+// Code that only moves elements (copies, gathers, where) needs one instance per element
+// size, not per dtype. Calls f(U{}) with U the unsigned integer of elem_size bytes and
+// returns true for 1, 2, 4 or 8; returns false (f not called) for any other size, so the
+// caller raises its own error.
+template <class F>
+bool visit_elem_bytes(size_t elem_size, F&& f) {
+  switch (elem_size) {
+    case 1: f(uint8_t{}); return true;
+    case 2: f(uint16_t{}); return true;
+    case 4: f(uint32_t{}); return true;
+    case 8: f(uint64_t{}); return true;
+    default: return false;
+  }
+}
+
 }  // namespace wick::kernels

@@ -81,18 +81,12 @@ void copy_strided(size_t elem_size, const void* src, const StridedView& sv, void
                                     cudaStreamLegacy));
     return;
   }
-  auto launch = [&](auto zero) {
+  const bool known = visit_elem_bytes(elem_size, [&](auto zero) {
     using U = decltype(zero);
     copy_kernel<U><<<blocks_for(n), kThreads, 0, cudaStreamLegacy>>>(static_cast<const U*>(src), sv,
                                                                      static_cast<U*>(dst), dv, n);
-  };
-  switch (elem_size) {
-    case 1: launch(uint8_t{}); break;
-    case 2: launch(uint16_t{}); break;
-    case 4: launch(uint32_t{}); break;
-    case 8: launch(uint64_t{}); break;
-    default: throw_error("copy kernel: element size must be 1, 2, 4 or 8");
-  }
+  });
+  if (!known) throw_error("copy kernel: element size must be 1, 2, 4 or 8");
   WICK_CUDA_CHECK(cudaGetLastError());
 }
 

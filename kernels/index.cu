@@ -33,18 +33,12 @@ void index_select(size_t elem_size, const void* x, int64_t outer, int64_t dim, i
                   int64_t n_idx, void* out) {
   const int64_t n = outer * n_idx * inner;
   if (n == 0) return;
-  auto launch = [&](auto zero) {
+  const bool known = visit_elem_bytes(elem_size, [&](auto zero) {
     using U = decltype(zero);
     select_kernel<U><<<blocks_for(n), kThreads, 0, cudaStreamLegacy>>>(static_cast<const U*>(x), dim, inner, idx,
                                                                        n_idx, static_cast<U*>(out), n);
-  };
-  switch (elem_size) {
-    case 1: launch(uint8_t{}); break;
-    case 2: launch(uint16_t{}); break;
-    case 4: launch(uint32_t{}); break;
-    case 8: launch(uint64_t{}); break;
-    default: throw_error("index_select kernel: element size must be 1, 2, 4 or 8");
-  }
+  });
+  if (!known) throw_error("index_select kernel: element size must be 1, 2, 4 or 8");
   WICK_CUDA_CHECK(cudaGetLastError());
 }
 

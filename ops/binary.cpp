@@ -160,7 +160,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   } else {
 #ifdef WICK_WITH_CUDA
     set_current_device(a.device());
-    kernels::where(ktype(a.dtype()), static_cast<const uint8_t*>(cond.data_ptr()), kview("where", lc),
+    kernels::where(dtype_size(a.dtype()), static_cast<const uint8_t*>(cond.data_ptr()), kview("where", lc),
                    a.data_ptr(), kview("where", la), b.data_ptr(), kview("where", lb), out.data_ptr(),
                    static_cast<int64_t>(out.elem_count()));
 #else

@@ -10,20 +10,13 @@ using namespace ops_detail;
 
 namespace {
 
-// Fixed-width stand-ins so one copy loop serves every dtype of a size.
-template <size_t N> struct Bytes;
-template <> struct Bytes<1> { using type = uint8_t; };
-template <> struct Bytes<2> { using type = uint16_t; };
-template <> struct Bytes<4> { using type = uint32_t; };
-template <> struct Bytes<8> { using type = uint64_t; };
-
-template <size_t N>
+// dst[dst.layout] = src[src.layout] with U the unsigned integer of one element's size.
+template <class U>
 void cpu_copy(const Tensor& dst, const Tensor& src) {
-  using U = typename Bytes<N>::type;
   U* d = cpu_base_mut<U>(dst);
   const U* s = cpu_base<U>(src);
   if (dst.is_contiguous() && src.is_contiguous()) {
-    std::memcpy(d + dst.layout().start_offset(), s + src.layout().start_offset(), src.elem_count() * N);
+    std::memcpy(d + dst.layout().start_offset(), s + src.layout().start_offset(), src.elem_count() * sizeof(U));
     return;
   }
   for_each_offsets<2>({&dst.layout(), &src.layout()},
@@ -63,12 +56,8 @@ void copy_into(const Tensor& dst, const Tensor& src) {
   const size_t es = dtype_size(src.dtype());
   if (src.elem_count() == 0) return;
   if (src.device().is_cpu()) {
-    switch (es) {
-      case 1: cpu_copy<1>(dst, src); break;
-      case 2: cpu_copy<2>(dst, src); break;
-      case 4: cpu_copy<4>(dst, src); break;
-      default: cpu_copy<8>(dst, src); break;
-    }
+    // Every dtype has 1, 2, 4 or 8 bytes, so the visit always finds its size.
+    kernels::visit_elem_bytes(es, [&](auto zero) { cpu_copy<decltype(zero)>(dst, src); });
     return;
   }
 #ifdef WICK_WITH_CUDA
