@@ -75,6 +75,18 @@ Tensor binary_fwd(const char* name, Op op, const Tensor& a, const Tensor& b) {
 
 Tensor zeros_like(const Tensor& t) { return Tensor::zeros(t.shape(), t.dtype(), t.device()); }
 
+// maximum and minimum: forward `op`; backward routes g to lhs where lhs_wins(a, b) (ge for
+// maximum, le for minimum, so ties go to lhs) and to rhs elsewhere.
+Tensor extremum(const char* name, BinaryOp op, Tensor (*lhs_wins)(const Tensor&, const Tensor&), const Tensor& a,
+                const Tensor& b) {
+  Tensor ad = a.detach(), bd = b.detach();
+  return autograd::record(binary_fwd(name, op, a, b), name, {a, b}, [ad, bd, lhs_wins](const Tensor& g) {
+    Tensor z = zeros_like(g);
+    Tensor take_a = lhs_wins(ad, bd);
+    return Grads{sum_to(where(take_a, g, z), ad.shape()), sum_to(where(take_a, z, g), bd.shape())};
+  });
+}
+
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
@@ -106,27 +118,8 @@ Tensor div(const Tensor& a, const Tensor& b) {
   });
 }
 
-Tensor maximum(const Tensor& a, const Tensor& b) {
-  Tensor ad = a.detach(), bd = b.detach();
-  return autograd::record(binary_fwd("maximum", BinaryOp::Max, a, b), "maximum", {a, b},
-                          [ad, bd](const Tensor& g) {
-                            Tensor z = zeros_like(g);
-                            Tensor take_a = ge(ad, bd);
-                            return Grads{sum_to(where(take_a, g, z), ad.shape()),
-                                         sum_to(where(take_a, z, g), bd.shape())};
-                          });
-}
-
-Tensor minimum(const Tensor& a, const Tensor& b) {
-  Tensor ad = a.detach(), bd = b.detach();
-  return autograd::record(binary_fwd("minimum", BinaryOp::Min, a, b), "minimum", {a, b},
-                          [ad, bd](const Tensor& g) {
-                            Tensor z = zeros_like(g);
-                            Tensor take_a = le(ad, bd);
-                            return Grads{sum_to(where(take_a, g, z), ad.shape()),
-                                         sum_to(where(take_a, z, g), bd.shape())};
-                          });
-}
+Tensor maximum(const Tensor& a, const Tensor& b) { return extremum("maximum", BinaryOp::Max, ge, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return extremum("minimum", BinaryOp::Min, le, a, b); }
 
 Tensor eq(const Tensor& a, const Tensor& b) { return binary_fwd("eq", CmpOp::Eq, a, b); }
 Tensor ne(const Tensor& a, const Tensor& b) { return binary_fwd("ne", CmpOp::Ne, a, b); }
