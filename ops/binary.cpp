@@ -22,10 +22,7 @@ using Grads = std::vector<Tensor>;
 
 // Checks device, dtype and broadcast; returns the output shape.
 Shape check_binary(const char* name, const Tensor& a, const Tensor& b) {
-  check_defined(name, a);
-  check_defined(name, b);
-  check_same_device(name, a, b);
-  check_same_dtype(name, a, b);
+  check_pair(name, a, b);
   return broadcast_shape(name, a.shape(), b.shape());
 }
 

@@ -48,10 +48,7 @@ void cpu_cast(const Tensor& src, const Tensor& out) {
 }  // namespace
 
 void copy_into(const Tensor& dst, const Tensor& src) {
-  check_defined("copy_into", dst);
-  check_defined("copy_into", src);
-  check_same_device("copy_into", dst, src);
-  check_same_dtype("copy_into", dst, src);
+  check_pair("copy_into", dst, src);
   if (!(dst.shape() == src.shape())) throw_shape_mismatch("copy_into", dst.shape(), src.shape());
   const size_t es = dtype_size(src.dtype());
   if (src.elem_count() == 0) return;

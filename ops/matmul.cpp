@@ -171,10 +171,7 @@ Tensor matmul_fwd(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  check_defined("matmul", a);
-  check_defined("matmul", b);
-  check_same_device("matmul", a, b);
-  check_same_dtype("matmul", a, b);
+  check_pair("matmul", a, b);
   Tensor out;
   {
     autograd::NoGradGuard no_grad;  // the f16/bf16 casts inside are not part of the graph

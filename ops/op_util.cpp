@@ -31,6 +31,13 @@ void check_same_dtype(const std::string& op, const Tensor& lhs, const Tensor& rh
                 ", rhs: " + dtype_name(rhs.dtype()));
 }
 
+void check_pair(const std::string& op, const Tensor& lhs, const Tensor& rhs) {
+  check_defined(op, lhs);
+  check_defined(op, rhs);
+  check_same_device(op, lhs, rhs);
+  check_same_dtype(op, lhs, rhs);
+}
+
 void throw_shape_mismatch(const std::string& op, const Shape& lhs, const Shape& rhs) {
   throw Error("shape mismatch in " + op + ", lhs: " + to_string(lhs) + ", rhs: " + to_string(rhs));
 }

@@ -34,6 +34,9 @@ void check_defined(const std::string& op, const Tensor& t);
 void check_same_device(const std::string& op, const Tensor& lhs, const Tensor& rhs);
 // candle's "dtype mismatch in add, lhs: F32, rhs: F16"
 void check_same_dtype(const std::string& op, const Tensor& lhs, const Tensor& rhs);
+// The checks every two-tensor op starts with, in this order: both defined, then
+// check_same_device, then check_same_dtype.
+void check_pair(const std::string& op, const Tensor& lhs, const Tensor& rhs);
 // candle's "shape mismatch in add, lhs: [2, 3], rhs: [4]"
 [[noreturn]] void throw_shape_mismatch(const std::string& op, const Shape& lhs, const Shape& rhs);
 // numpy broadcasting of two shapes, or throw_shape_mismatch(op, a, b).

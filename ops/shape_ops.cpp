@@ -80,9 +80,7 @@ Tensor cat(const std::vector<Tensor>& ts, size_t dim) {
   check_dim("cat", first, dim);
   size_t total = 0;
   for (size_t i = 0; i < ts.size(); ++i) {
-    check_defined("cat", ts[i]);
-    check_same_device("cat", first, ts[i]);
-    check_same_dtype("cat", first, ts[i]);
+    check_pair("cat", first, ts[i]);
     bool ok = ts[i].rank() == first.rank();
     for (size_t d = 0; ok && d < first.rank(); ++d) ok = d == dim || ts[i].dim(d) == first.dim(d);
     if (!ok)
