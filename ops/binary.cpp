@@ -4,6 +4,8 @@
 //   add: (g, g)   sub: (g, -g)   mul: (g*b, g*a)   div: (g/b, -g*a/b^2)
 //   maximum: g to the larger (ties: lhs)   minimum: g to the smaller (ties: lhs)
 //   where: (none, where(c, g, 0), where(c, 0, g))
+// Each op runs its checked forward before it touches its inputs for the backward closure, so
+// a misuse (an empty tensor included) is reported under the op's own name.
 #include <algorithm>
 
 #include "kernels/binary.h"
@@ -76,8 +78,9 @@ Tensor zeros_like(const Tensor& t) { return Tensor::zeros(t.shape(), t.dtype(), 
 // maximum, le for minimum, so ties go to lhs) and to rhs elsewhere.
 Tensor extremum(const char* name, BinaryOp op, Tensor (*lhs_wins)(const Tensor&, const Tensor&), const Tensor& a,
                 const Tensor& b) {
+  Tensor out = binary_fwd(name, op, a, b);
   Tensor ad = a.detach(), bd = b.detach();
-  return autograd::record(binary_fwd(name, op, a, b), name, {a, b}, [ad, bd, lhs_wins](const Tensor& g) {
+  return autograd::record(out, name, {a, b}, [ad, bd, lhs_wins](const Tensor& g) {
     Tensor z = zeros_like(g);
     Tensor take_a = lhs_wins(ad, bd);
     return Grads{sum_to(where(take_a, g, z), ad.shape()), sum_to(where(take_a, z, g), bd.shape())};
@@ -87,29 +90,33 @@ Tensor extremum(const char* name, BinaryOp op, Tensor (*lhs_wins)(const Tensor&,
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_fwd("add", BinaryOp::Add, a, b);
   Shape sa = a.shape(), sb = b.shape();
-  return autograd::record(binary_fwd("add", BinaryOp::Add, a, b), "add", {a, b}, [sa, sb](const Tensor& g) {
+  return autograd::record(out, "add", {a, b}, [sa, sb](const Tensor& g) {
     return Grads{sum_to(g, sa), sum_to(g, sb)};
   });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_fwd("sub", BinaryOp::Sub, a, b);
   Shape sa = a.shape(), sb = b.shape();
-  return autograd::record(binary_fwd("sub", BinaryOp::Sub, a, b), "sub", {a, b}, [sa, sb](const Tensor& g) {
+  return autograd::record(out, "sub", {a, b}, [sa, sb](const Tensor& g) {
     return Grads{sum_to(g, sa), sum_to(neg(g), sb)};
   });
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_fwd("mul", BinaryOp::Mul, a, b);
   Tensor ad = a.detach(), bd = b.detach();
-  return autograd::record(binary_fwd("mul", BinaryOp::Mul, a, b), "mul", {a, b}, [ad, bd](const Tensor& g) {
+  return autograd::record(out, "mul", {a, b}, [ad, bd](const Tensor& g) {
     return Grads{sum_to(mul(g, bd), ad.shape()), sum_to(mul(g, ad), bd.shape())};
   });
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_fwd("div", BinaryOp::Div, a, b);
   Tensor ad = a.detach(), bd = b.detach();
-  return autograd::record(binary_fwd("div", BinaryOp::Div, a, b), "div", {a, b}, [ad, bd](const Tensor& g) {
+  return autograd::record(out, "div", {a, b}, [ad, bd](const Tensor& g) {
     Tensor ga = div(g, bd);
     return Grads{sum_to(ga, ad.shape()), sum_to(neg(div(mul(ga, ad), bd)), bd.shape())};
   });

@@ -61,8 +61,9 @@ Tensor exp(const Tensor& x) {
 }
 
 Tensor log(const Tensor& x) {
+  Tensor out = unary_fwd("log", UnaryOp::Log, x);
   Tensor xd = x.detach();
-  return autograd::record(unary_fwd("log", UnaryOp::Log, x), "log", {x},
+  return autograd::record(out, "log", {x},
                           [xd](const Tensor& g) { return Grads{div(g, xd)}; });
 }
 
@@ -82,22 +83,25 @@ Tensor tanh(const Tensor& x) {
 }
 
 Tensor relu(const Tensor& x) {
+  Tensor out = unary_fwd("relu", UnaryOp::Relu, x);
   Tensor xd = x.detach();
-  return autograd::record(unary_fwd("relu", UnaryOp::Relu, x), "relu", {x}, [xd](const Tensor& g) {
+  return autograd::record(out, "relu", {x}, [xd](const Tensor& g) {
     return Grads{mul(g, unary_fwd("relu", UnaryOp::Step, xd))};
   });
 }
 
 Tensor gelu(const Tensor& x) {
+  Tensor out = unary_fwd("gelu", UnaryOp::Gelu, x);
   Tensor xd = x.detach();
-  return autograd::record(unary_fwd("gelu", UnaryOp::Gelu, x), "gelu", {x}, [xd](const Tensor& g) {
+  return autograd::record(out, "gelu", {x}, [xd](const Tensor& g) {
     return Grads{mul(g, unary_fwd("gelu", UnaryOp::GeluGrad, xd))};
   });
 }
 
 Tensor silu(const Tensor& x) {
+  Tensor out = unary_fwd("silu", UnaryOp::Silu, x);
   Tensor xd = x.detach();
-  return autograd::record(unary_fwd("silu", UnaryOp::Silu, x), "silu", {x}, [xd](const Tensor& g) {
+  return autograd::record(out, "silu", {x}, [xd](const Tensor& g) {
     return Grads{mul(g, unary_fwd("silu", UnaryOp::SiluGrad, xd))};
   });
 }
@@ -119,8 +123,9 @@ Tensor add_scalar(const Tensor& x, double s) { return affine(x, 1.0, s); }
 Tensor mul_scalar(const Tensor& x, double s) { return affine(x, s, 0.0); }
 
 Tensor powf(const Tensor& x, double e) {
+  Tensor out = unary_fwd("powf", UnaryOp::Powf, x, e);
   Tensor xd = x.detach();
-  return autograd::record(unary_fwd("powf", UnaryOp::Powf, x, e), "powf", {x}, [xd, e](const Tensor& g) {
+  return autograd::record(out, "powf", {x}, [xd, e](const Tensor& g) {
     return Grads{mul(g, mul_scalar(unary_fwd("powf", UnaryOp::Powf, xd, e - 1.0), e))};
   });
 }

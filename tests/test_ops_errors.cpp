@@ -72,3 +72,21 @@ TEST_CASE("ops errors: dims, indices and argument shapes") {
   check_error([&] { (void)cat({x}, 2); }, "cat: dim 2 out of range for shape [2, 3]");
   check_error([&] { (void)sum_to(x, Shape{4}); }, "sum_to: cannot sum [2, 3] down to [4]");
 }
+
+TEST_CASE("ops errors: an empty (default-constructed) input is reported under the op's name") {
+  Tensor x = Tensor::randn({2, 3}, DType::F32, Device::cpu(), 9);
+  Tensor none;
+  const std::string empty = ": the tensor is empty (default-constructed)";
+  check_error([&] { (void)add(x, none); }, "add" + empty);
+  check_error([&] { (void)sub(none, x); }, "sub" + empty);
+  check_error([&] { (void)mul(x, none); }, "mul" + empty);
+  check_error([&] { (void)div(none, x); }, "div" + empty);
+  check_error([&] { (void)maximum(x, none); }, "maximum" + empty);
+  check_error([&] { (void)minimum(none, x); }, "minimum" + empty);
+  check_error([&] { (void)log(none); }, "log" + empty);
+  check_error([&] { (void)relu(none); }, "relu" + empty);
+  check_error([&] { (void)gelu(none); }, "gelu" + empty);
+  check_error([&] { (void)silu(none); }, "silu" + empty);
+  check_error([&] { (void)powf(none, 2.0); }, "powf" + empty);
+  check_error([&] { (void)exp(none); }, "exp" + empty);
+}
