@@ -52,14 +52,13 @@ std::string fmt(double v) {
   return buf;
 }
 
-// Analytic gradients of <f(xs), r>, one host vector per input (zeros where f ignores it).
+// Analytic gradients of <out, r> with out = f(xs) already evaluated (and checked), one host
+// vector per input (zeros where f ignores it). r has out.elem_count() values.
 struct Analytic {
   std::vector<double> out;                 // f's forward values
   std::vector<std::vector<double>> grads;  // one per input
 };
-Analytic analytic(const GradcheckFn& f, const std::vector<Tensor>& xs, const std::vector<double>& r) {
-  Tensor out = f(xs);
-  check_output(out);
+Analytic analytic(const Tensor& out, const std::vector<Tensor>& xs, const std::vector<double>& r) {
   Tensor seed = leaf_copy(r, out.shape(), out.dtype(), out.device()).detach();
   GradStore store = grad(out, seed);
   Analytic a{out.to_f64_vec(), {}};
@@ -104,10 +103,10 @@ GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
   const Device cpu = Device::cpu();
 
   std::vector<Tensor> xs = leaves(values, shapes, DType::F64, cpu);
-  Tensor probe = f(xs);
-  check_output(probe);
-  const std::vector<double> r = Tensor::randn(probe.shape(), DType::F64, cpu, kProjectionSeed).to_f64_vec();
-  Analytic a = analytic(f, xs, r);
+  Tensor out = f(xs);
+  check_output(out);
+  const std::vector<double> r = Tensor::randn(out.shape(), DType::F64, cpu, kProjectionSeed).to_f64_vec();
+  Analytic a = analytic(out, xs, r);
 
   GradcheckResult result;
   NoGradGuard no_grad;  // the perturbed evaluations need no graph
@@ -134,16 +133,22 @@ GradcheckResult gradcheck_device(const GradcheckFn& f, const std::vector<Tensor>
   const std::vector<std::vector<double>> values = values_of(inputs);
 
   std::vector<Tensor> ref_in = leaves(values, shapes, DType::F64, Device::cpu());
-  Tensor probe = f(ref_in);
-  check_output(probe);
-  const std::vector<double> r = Tensor::randn(probe.shape(), DType::F64, Device::cpu(), kProjectionSeed).to_f64_vec();
-  Analytic ref = analytic(f, ref_in, r);
-  Analytic got = analytic(f, leaves(values, shapes, DType::F32, device), r);
+  Tensor ref_out = f(ref_in);
+  check_output(ref_out);
+  const std::vector<double> r =
+      Tensor::randn(ref_out.shape(), DType::F64, Device::cpu(), kProjectionSeed).to_f64_vec();
+  Analytic ref = analytic(ref_out, ref_in, r);
+  std::vector<Tensor> dev_in = leaves(values, shapes, DType::F32, device);
+  Tensor dev_out = f(dev_in);
+  check_output(dev_out);
+  // Before analytic() shapes r as dev_out: a size mismatch would otherwise surface as a
+  // from_vec error instead of this one.
+  if (dev_out.elem_count() != ref_out.elem_count())
+    throw Error("gradcheck_device: the output on " + to_string(device) + " has " +
+                std::to_string(dev_out.elem_count()) + " elements, on Cpu " + std::to_string(ref_out.elem_count()));
+  Analytic got = analytic(dev_out, dev_in, r);
 
   GradcheckResult result;
-  if (got.out.size() != ref.out.size())
-    throw Error("gradcheck_device: the output on " + to_string(device) + " has " + std::to_string(got.out.size()) +
-                " elements, on Cpu " + std::to_string(ref.out.size()));
   for (size_t e = 0; e < ref.out.size(); ++e)
     compare(result, got.out[e], ref.out[e], tol, "output element " + std::to_string(e));
   for (size_t i = 0; i < ref.grads.size(); ++i)
