@@ -1,5 +1,6 @@
 // The row-major -> cuBLAS (column-major) translation of a batched GEMM, in one function,
-// plain C++ so it is unit-tested on machines without a GPU (tests/test_ops_gemm_layout.cpp).
+// plain C++ so it is unit-tested on machines without a GPU (tests/test_ops_matmul.cpp,
+// "gemm_layout: ...").
 //
 // wick computes C = A * B with row-major C (batch, m, n) contiguous. A column-major reader of
 // C's memory sees C^T (n x m) with leading dimension n, and C^T = B^T * A^T. So cuBLAS gets
@@ -40,12 +41,14 @@ struct CublasGemm {
   int batch = 0;
 };
 
-namespace detail {
+// How a column-major reader (cuBLAS, or an Eigen Map) takes one row-major operand.
 struct ColMajorOperand {
-  bool trans;
-  int64_t ld;
+  bool trans;  // false: M^T stored column-major (M row-major); true: M stored column-major
+  int64_t ld;  // leading dimension (cuBLAS lda/ldb, Eigen's OuterStride)
 };
-// M (R x Cl, row-major view) as a column-major cuBLAS operand that yields M^T (Cl x R).
+// M (R x Cl, row-major view) as a column-major operand that yields M^T (Cl x R), or nullopt
+// when neither stride is 1 or the leading dimension would be smaller than the stored
+// matrix's row count. ops/matmul.cpp asks the same question for its Eigen Maps.
 inline std::optional<ColMajorOperand> as_transposed(const RowMajorOperand& op) {
   const int64_t R = op.rows, Cl = op.cols;
   auto at_least = [](int64_t v, int64_t lo) { return v < lo ? lo : v; };
@@ -61,6 +64,8 @@ inline std::optional<ColMajorOperand> as_transposed(const RowMajorOperand& op) {
   }
   return std::nullopt;
 }
+
+namespace detail {
 inline bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
 }  // namespace detail
 
@@ -68,8 +73,8 @@ inline bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
 // stride is 1, a leading dimension would be too small, or a size overflows int); the caller
 // then copies that operand to contiguous and asks again.
 inline std::optional<CublasGemm> to_cublas(const RowMajorGemm& g) {
-  auto b = detail::as_transposed(g.b);  // B^T (n x k): cuBLAS's A
-  auto a = detail::as_transposed(g.a);  // A^T (k x m): cuBLAS's B
+  auto b = as_transposed(g.b);  // B^T (n x k): cuBLAS's A
+  auto a = as_transposed(g.a);  // A^T (k x m): cuBLAS's B
   if (!a || !b) return std::nullopt;
   CublasGemm c;
   c.trans_a = b->trans;

@@ -19,16 +19,17 @@ namespace {
 
 using Grads = std::vector<Tensor>;
 
-// How one (rows x cols) matrix with strides (rs, cs) maps onto an Eigen Map.
+// How one (rows x cols) matrix with strides (rs, cs) maps onto an Eigen Map: the question
+// cuBLAS asks too, answered by kernels::as_transposed (trans == false: a row-major Map).
 struct MatKind {
   bool row_major;
   int64_t ld;  // Eigen's OuterStride
 };
 
 std::optional<MatKind> mat_kind(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
-  if ((cs == 1 || cols <= 1) && (rows <= 1 || rs >= cols)) return MatKind{true, rows <= 1 ? std::max<int64_t>(cols, 1) : rs};
-  if ((rs == 1 || rows <= 1) && (cols <= 1 || cs >= rows)) return MatKind{false, cols <= 1 ? std::max<int64_t>(rows, 1) : cs};
-  return std::nullopt;
+  auto op = kernels::as_transposed(kernels::RowMajorOperand{rows, cols, rs, cs, 0});
+  if (!op) return std::nullopt;
+  return MatKind{!op->trans, op->ld};
 }
 
 template <class T, int Order>
