@@ -60,6 +60,8 @@ class Layout {
 
 // Walks a layout's storage offsets in logical order without materialising them.
 //   for (StridedIndex it(layout); !it.done(); it.next()) use(it.offset());
+// Keeps its own copy of dims and strides, so `layout` may be a temporary
+// (StridedIndex it(l.narrow(0, 1, 2))).
 class StridedIndex {
  public:
   explicit StridedIndex(const Layout& layout);
@@ -68,8 +70,8 @@ class StridedIndex {
   void next();
 
  private:
-  const std::vector<size_t>& dims_;
-  const std::vector<int64_t>& stride_;
+  std::vector<size_t> dims_;
+  std::vector<int64_t> stride_;
   std::vector<size_t> index_;
   size_t offset_;
   size_t remaining_;

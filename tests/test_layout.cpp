@@ -131,3 +131,11 @@ TEST_CASE("tensor: views share storage; to_vec reads any layout") {
   CHECK_THROWS_WITH_AS(Tensor::from_vec<float>({1, 2, 3}, {2, 2}, Device::cpu()),
                        "from_vec: 3 values for shape [2, 2] (4 elements)", Error);
 }
+
+TEST_CASE("layout: StridedIndex walks a temporary layout in logical order") {
+  // The iterator keeps its own dims and strides: the Layout below dies before the walk.
+  std::vector<size_t> got;
+  for (StridedIndex it(Layout::contiguous({2, 3, 4}).narrow(1, 1, 2).transpose(0, 1)); !it.done(); it.next())
+    got.push_back(it.offset());
+  CHECK(got == std::vector<size_t>{4, 5, 6, 7, 16, 17, 18, 19, 8, 9, 10, 11, 20, 21, 22, 23});
+}
