@@ -93,8 +93,16 @@ Storage::~Storage() {
   }
 #ifdef WICK_WITH_CUDA
   if (data_) {
-    cudaSetDevice(device_.gpu_id);
-    cudaFreeAsync(data_, cudaStreamLegacy);  // a destructor must not throw
+    // A destructor must not throw, nor leave traces on the caller's thread: the caller's
+    // current device is restored, and an error from these calls is consumed here, so that
+    // the next WICK_CUDA_CHECK(cudaGetLastError()) after some kernel launch does not report
+    // it as that kernel's.
+    int previous = -1;
+    bool failed = cudaGetDevice(&previous) != cudaSuccess;
+    failed |= cudaSetDevice(device_.gpu_id) != cudaSuccess;
+    failed |= cudaFreeAsync(data_, cudaStreamLegacy) != cudaSuccess;
+    if (previous >= 0 && previous != device_.gpu_id) failed |= cudaSetDevice(previous) != cudaSuccess;
+    if (failed) (void)cudaGetLastError();
   }
   g_live_cuda -= static_cast<int64_t>(bytes_);
 #endif
