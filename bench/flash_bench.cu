@@ -317,28 +317,27 @@ int main(int argc, char** argv) {
         }
   }
   if (want("V")) {
-    // Tile-shape variants of the prefill kernel (same template as the library, other
-    // FlashConfig parameters): evidence for the next tuning step, not used by flash_fwd.
+    // Launch-order variants of the library's kernels (flash_fwd_kernel's seq_chunk: how many
+    // sequences share one longest-tiles-first order), against the library's own choice.
     using namespace wick::kernels::flash;
-    auto variant = [&](auto cfg, const std::string& tag, int d, int h, const std::vector<int>& L, bool varlen) {
+    auto variant = [&](auto cfg, int chunk, const std::string& base, int d, const std::vector<int>& L, bool causal) {
       using Cfg = decltype(cfg);
-      g_launch = [](const FlashFwdParams& p) { launch_flash_cfg<Cfg, FlashDType::BF16>(p, nullptr, 1); };
-      for (bool causal : {false, true}) {
-        Prefill w;
-        w.lens = L, w.h = w.hk = h, w.d = d, w.causal = causal, w.varlen = varlen;
-        run_prefill("V_" + tag + (varlen ? "_A" : "_B1024") + (causal ? "_causal" : ""), w);
-      }
+      static int s_chunk;
+      s_chunk = chunk;
+      g_launch = [](const FlashFwdParams& p) { launch_flash_cfg<Cfg, FlashDType::BF16>(p, nullptr, 1, s_chunk); };
+      Prefill w;
+      w.lens = L, w.d = d, w.h = w.hk = 2048 / d, w.causal = causal, w.varlen = false;
+      run_prefill("V_order_c" + std::to_string(chunk) + "_" + base, w);
       g_launch = [](const FlashFwdParams& p) { wick::kernels::flash_fwd(p, nullptr); };
     };
-    const std::vector<int> b1024(16, 1024);
-    for (bool varlen : {true, false}) {
-      const auto& L = varlen ? lens : b1024;
-      variant(FlashConfig<128, 128, 4, 2, 1, 64, 2, false>{}, "d128_4w_2x16_n64_s2", 128, 16, L, varlen);
-      variant(FlashConfig<128, 128, 4, 2, 1, 32, 2, false>{}, "d128_4w_2x16_n32_s2", 128, 16, L, varlen);
+    const std::vector<int> s1k(16, 1024), s4k(4, 4096);
+    for (int chunk : {1, 2, 4, 8, 16}) {
+      variant(PrefillConfig<128>::type{}, chunk, "B_S1024_d128_causal", 128, s1k, true);
+      variant(PrefillConfig<256>::type{}, chunk, "B_S1024_d256_causal", 256, s1k, true);
+      variant(PrefillConfig<64>::type{}, chunk, "B_S1024_d64_causal", 64, s1k, true);
     }
-    // d256 at S=1k: 64-row tiles (two CTAs per SM) and 32-key tiles with 3 stages
-    variant(FlashConfig<256, 256, 4, 1, 1, 32, 2, false>{}, "d256_4w_1x16_n32_s2", 256, 8, b1024, false);
-    variant(FlashConfig<256, 256, 8, 1, 1, 32, 3, false>{}, "d256_8w_1x16_n32_s3", 256, 8, b1024, false);
+    for (int chunk : {1, 16}) variant(PrefillConfig<128>::type{}, chunk, "B_S1024_d128", 128, s1k, false);
+    for (int chunk : {1, 4}) variant(PrefillConfig<128>::type{}, chunk, "B_S4096_d128_causal", 128, s4k, true);
   }
   if (want("D")) {
     run_decode(64, 4096);

@@ -36,6 +36,11 @@ def main():
             base = "A_varlen_" + n[len("C_paged64_"):]
             w, t = get("wick", n, "tflops"), get("wick", base, "tflops")
             print(f"{n:34s} {w:9.1f} {t:9.1f} {w / t:6.2f}  >=0.95 vs wick non-paged {'MET' if w / t >= 0.95 else 'missed'}")
+        elif n.startswith("V_order_"):
+            # launch-order variant vs the library's choice for the same workload
+            base = n.split("_", 3)[3]
+            w, t = get("wick", n, "tflops"), get("wick", base, "tflops")
+            print(f"{n:34s} {w:9.1f} {t:9.1f} {w / t:6.2f}  order variant vs library ({base})")
         elif n.startswith("V_"):
             # tile-shape variant vs the library's choice for the same workload
             d = n.split("_")[1]

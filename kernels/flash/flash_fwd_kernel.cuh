@@ -18,7 +18,9 @@
 //         one FMA and one ex2 per element; correction exp2(m_old - m_new) = CPU step 2c
 //      d. O = O * correction + P V: P stays in registers, re-packed as bf16/f16 A fragments;
 //         V through ldmatrix.trans                                        = CPU step 2d
-//   3. epilogue: per-warp (m, l, O) to shared memory; warps that split the key tile
+//   3. epilogue: a warp that owns whole rows (prefill) normalises them in registers and
+//      writes them through its own Q rows, without a block barrier; otherwise per-warp
+//      (m, l, O) go to shared memory; warps that split the key tile
 //      (kNWarps > 1, the decode shape) merge by their maxima; O / l is written with
 //      16-byte stores, lse = (m + log2 l) * ln2; or, with split-KV, the normalised partial
 //      O and its lse go to f32 scratch for flash_combine_kernel          = CPU step 3
@@ -79,6 +81,10 @@ struct FlashKernelArgs {
   int pack = 1;             // query heads packed into rows (1 = one head per CTA)
   int n_col_chunks = 1;     // output column chunks of kDV channels
   int acc_dim = 0;          // n_col_chunks * kDV
+  int page_shift = -1;      // log2(page_block_size) when a power of two, else -1 (divide)
+  int m_blocks = 0;         // query tiles per sequence (of the longest one)
+  int heads_y = 0;          // head slots per sequence: (query or K/V) heads x n_col_chunks
+  int seq_chunk = 1;        // sequences whose tiles are interleaved in the launch order
 };
 
 // 2^x on the special-function unit (flush-to-zero is harmless: p underflows to 0 anyway).
@@ -168,14 +174,29 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int wm = warp % kMWarps, wn = warp / kMWarps;
   const int g = lane / 4, tq = lane % 4;
-  const int col_chunk = blockIdx.y % args.n_col_chunks, head_y = blockIdx.y / args.n_col_chunks;
-  const int b = blockIdx.z / args.num_splits, split = blockIdx.z % args.num_splits;
+  // Which (query tile, head slot, sequence) this CTA is: blockIdx.x runs over chunks of
+  // seq_chunk sequences; inside a chunk the last query tiles come first (under a causal mask
+  // they have the most keys, so the long CTAs start early and the short ones fill the
+  // tail), then the sequences, then the head slots. The CTAs resident at one time then
+  // read the K/V of the chunk's few sequences, which stays in L2.
+  int col_chunk, head_y, b, mtile;
+  {
+    const int slots = args.m_blocks * args.heads_y;  // CTAs per sequence
+    const int chunk = static_cast<int>(blockIdx.x) / (slots * args.seq_chunk);
+    const int b0 = chunk * args.seq_chunk, n = min(args.seq_chunk, args.p.batch - b0);
+    int rem = static_cast<int>(blockIdx.x) - chunk * slots * args.seq_chunk;
+    const int tile_rev = rem / (n * args.heads_y);
+    rem -= tile_rev * n * args.heads_y;
+    b = b0 + rem / args.heads_y;
+    const int hy = rem % args.heads_y;
+    col_chunk = hy % args.n_col_chunks, head_y = hy / args.n_col_chunks;
+    mtile = args.m_blocks - 1 - tile_rev;
+  }
+  const int split = blockIdx.z;
   const SeqBounds sb = seq_bounds(p, b);
   const int G = args.pack;
   const int rows = sb.sq * G;
-  // Last query tiles first: under a causal mask they have the most keys, so the long CTAs
-  // start early and the short ones fill the tail.
-  const int r0 = (gridDim.x - 1 - blockIdx.x) * kBlockM;
+  const int r0 = mtile * kBlockM;
   if (r0 >= rows) return;  // tile past this sequence's end
   const int r_end = min(rows, r0 + kBlockM);
   const int group = p.num_heads / p.num_heads_k;
@@ -203,12 +224,23 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
   const Elem* gv = static_cast<const Elem*>(p.v) + hk * p.v_head_stride;
   const int v_col0 = col_chunk * kDV;
 
-  // 1. Q tile (rows past the end and channels past head_size read as zeros)
-  for (int c = tid; c < kBlockM * (kD / 8); c += kThreads) {
-    const int row = c / (kD / 8), col = (c % (kD / 8)) * 8, r = r0 + row;
-    const bool valid = r < r_end && col < hs;
-    const Elem* src = valid ? gq + q_offset(p, b, sb, r / G, row_head(r)) + col : gq;
-    cp_async_16(smem_addr(sQ + row * kStrideQK + col), src, valid);
+  // 1. Q tile (rows past the end and channels past head_size read as zeros). One head per
+  //    CTA: the rows are evenly strided, the same unrolled copies as a key tile.
+  if (G == 1) {
+    TileRows qr;
+    qr.base0 = qr.base1 = q_offset(p, b, sb, r0, head_y);
+    qr.split = kBlockM, qr.valid = r_end - r0;
+    if (qr.valid == kBlockM)
+      load_tile<kBlockM, kD, kStrideQK, kThreads, true>(smem_addr(sQ), gq, qr, p.q_row_stride, 0, hs, tid);
+    else
+      load_tile<kBlockM, kD, kStrideQK, kThreads, false>(smem_addr(sQ), gq, qr, p.q_row_stride, 0, hs, tid);
+  } else {
+    for (int c = tid; c < kBlockM * (kD / 8); c += kThreads) {
+      const int row = c / (kD / 8), col = (c % (kD / 8)) * 8, r = r0 + row;
+      const bool valid = r < r_end && col < hs;
+      const Elem* src = valid ? gq + q_offset(p, b, sb, r / G, row_head(r)) + col : gq;
+      cp_async_16(smem_addr(sQ + row * kStrideQK + col), src, valid);
+    }
   }
   cp_async_commit();
 
@@ -222,7 +254,8 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
   auto page_ids = [&](int nb) {
     PageIds r{0, 0, 0};
     if (paged && nb < nb_end) {
-      const int t0 = nb * kBlockN, page = t0 / p.page_block_size;
+      const int t0 = nb * kBlockN;
+      const int page = args.page_shift >= 0 ? t0 >> args.page_shift : t0 / p.page_block_size;
       const int32_t* bt = p.block_table + b * p.block_table_batch_stride + page;
       r.in_page = t0 - page * p.page_block_size;
       r.blk0 = bt[0];
@@ -238,23 +271,22 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
     const int t0 = nb * kBlockN;
     TileRows rk, rv;
     rk.valid = rv.valid = min(kBlockN, sb.sk - t0);
+    rk.split = rv.split = paged ? min(kBlockN, p.page_block_size - ids.in_page) : kBlockN;
     if (paged) {
-      const int split = min(kBlockN, p.page_block_size - ids.in_page);
-      rk.split = rv.split = split;
       rk.base0 = ids.blk0 * p.k_batch_stride + ids.in_page * p.k_row_stride;
       rv.base0 = ids.blk0 * p.v_batch_stride + ids.in_page * p.v_row_stride;
-      rk.base1 = ids.blk1 * p.k_batch_stride - split * p.k_row_stride;
-      rv.base1 = ids.blk1 * p.v_batch_stride - split * p.v_row_stride;
     } else {
-      rk.split = rv.split = kBlockN;
-      rk.base0 = rk.base1 = b * p.k_batch_stride + (sb.k_start + t0) * p.k_row_stride;
-      rv.base0 = rv.base1 = b * p.v_batch_stride + (sb.k_start + t0) * p.v_row_stride;
+      rk.base0 = b * p.k_batch_stride + (sb.k_start + t0) * p.k_row_stride;
+      rv.base0 = b * p.v_batch_stride + (sb.k_start + t0) * p.v_row_stride;
     }
     const uint32_t dk = smem_addr(sK + stage * Cfg::kElemsK), dv = smem_addr(sV + stage * Cfg::kElemsV);
     if (rk.split == kBlockN && rk.valid == kBlockN) {
       load_tile<kBlockN, kD, kStrideQK, kThreads, true>(dk, gk, rk, p.k_row_stride, 0, hs, tid);
       load_tile<kBlockN, kDV, kStrideV, kThreads, true>(dv, gv, rv, p.v_row_stride, v_col0, hs, tid);
     } else {
+      // the second page's bases only here: whole tiles never select them
+      rk.base1 = paged ? ids.blk1 * p.k_batch_stride - rk.split * p.k_row_stride : rk.base0;
+      rv.base1 = paged ? ids.blk1 * p.v_batch_stride - rv.split * p.v_row_stride : rv.base0;
       load_tile<kBlockN, kD, kStrideQK, kThreads, false>(dk, gk, rk, p.k_row_stride, 0, hs, tid);
       load_tile<kBlockN, kDV, kStrideV, kThreads, false>(dv, gv, rv, p.v_row_stride, v_col0, hs, tid);
     }
@@ -444,10 +476,56 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
       }
     }
   }
+  if (kNWarps == 1 && G == 1 && args.num_splits == 1) {
+    if constexpr (kNWarps == 1) {
+    // 3. epilogue of a warp that owns whole rows (prefill): O / l and the LSE from
+    // registers; O staged as Elem in the warp's own Q rows (no other warp reads them, and
+    // every copy into them has landed), then written with 16-byte stores. No block barrier:
+    // a warp that finishes early leaves while the others still compute.
+    if (nb_begin >= nb_end) {  // no key tile: the Q copies were never waited for
+      cp_async_wait<0>();
+      __syncthreads();
+    }
+    if (!warp_active) return;
+    __syncwarp();  // every lane's last ldmatrix of these Q rows is done before any lane writes
+    Elem* sOw = sQ + wm * kWarpRows * kStrideQK;
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        float l = l_run[mt][rr];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const float inv = l > 0.f ? 1.f / l : 0.f;
+        const int row = mt * 16 + g + 8 * rr, r = r0 + wm * kWarpRows + row;
+#pragma unroll
+        for (int d = 0; d < kDV / 8; ++d)
+          *reinterpret_cast<uint32_t*>(sOw + row * kStrideQK + 8 * d + 2 * tq) =
+              pack2<Elem>(o[mt][d][2 * rr] * inv, o[mt][d][2 * rr + 1] * inv);
+        if (p.lse && tq == 0 && col_chunk == 0 && r < r_end)
+          p.lse[lse_offset(p, b, sb, r, head_y)] = l > 0.f ? (m_run[mt][rr] * sc + log2f(l)) * kLn2 : -INFINITY;
+      }
+    }
+    __syncwarp();
+    constexpr int kChunksPerRow = kDV / 8;
+    const int rw0 = r0 + wm * kWarpRows;
+    Elem* gout = static_cast<Elem*>(p.out) + o_offset(p, b, sb, rw0, head_y) + v_col0;
+    static_assert(kWarpRows * kChunksPerRow % 32 == 0, "whole 16-byte chunks per lane");
+#pragma unroll
+    for (int i = 0; i < kWarpRows * kChunksPerRow / 32; ++i) {
+      const int c = lane + 32 * i, row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
+      if (rw0 + row < r_end && v_col0 + col < hs)
+        *reinterpret_cast<uint4*>(gout + row * p.o_row_stride + col) =
+            *reinterpret_cast<const uint4*>(sOw + row * kStrideQK + col);
+    }
+    return;
+    }
+  }
   cp_async_wait<0>();
   __syncthreads();  // the epilogue reuses all shared memory
 
-  // 3. epilogue: per-warp partial state to shared memory, merged and written by all threads
+  // 3. general epilogue: per-warp partial state to shared memory, merged and written by all
+  //    threads (warps that split a key tile, packed GQA rows, split-KV partials)
   float* sO = reinterpret_cast<float*>(smem_raw);
   float* sM = sO + kNWarps * kBlockM * kStrideO;  // row max in log2 units (m * sc)
   float* sL = sM + kNWarps * kBlockM;             // row sum of p

@@ -46,8 +46,20 @@ int resident_slots(Kernel kernel, int threads, int smem, int* cache) {
   return slots;
 }
 
+// Sequences per launch-order chunk (see flash_fwd_kernel): as many as one wave of resident
+// CTAs holds, at least one. Measured on the H200 (bench/RESULTS.md): at S=1k causal, chunks
+// of about one wave beat one sequence per chunk by 3-5% and the whole batch by 5-10% (its
+// K/V no longer fits L2); chunks of 5 of 16 sequences (a last chunk of 1, whose longest
+// tiles start last) measured 10% below chunks of 2 or 4.
+inline int choose_seq_chunk(int64_t ctas_per_seq, int batch, int slots) {
+  if (ctas_per_seq <= 0) return 1;
+  const int64_t c = slots / ctas_per_seq;
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(c, std::max(batch, 1))));
+}
+
+// seq_chunk > 0 forces the launch-order chunk (benchmarks of the ordering); 0 chooses.
 template <class Cfg, FlashDType DT>
-void launch_flash_cfg(const FlashFwdParams& p, cudaStream_t st, int pack) {
+void launch_flash_cfg(const FlashFwdParams& p, cudaStream_t st, int pack, int seq_chunk = 0) {
   using Elem = typename ElemOf<DT>::type;
   auto kernel = flash_fwd_kernel<Cfg, Elem>;
   static int slots_cache[kMaxDevices] = {};  // one per instance: the attribute is per kernel
@@ -58,6 +70,10 @@ void launch_flash_cfg(const FlashFwdParams& p, cudaStream_t st, int pack) {
   a.pack = pack;
   a.n_col_chunks = (p.head_size + Cfg::kDV - 1) / Cfg::kDV;
   a.acc_dim = a.n_col_chunks * Cfg::kDV;
+  if (p.block_table && p.page_block_size > 0 && (p.page_block_size & (p.page_block_size - 1)) == 0) {
+    a.page_shift = 0;
+    while ((1 << a.page_shift) < p.page_block_size) ++a.page_shift;
+  }
   const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
   const int max_sk = p.cu_seqlens_k ? p.max_seqlen_k : p.seqlen_k;
   const int64_t m_blocks = (static_cast<int64_t>(max_sq) * pack + Cfg::kBlockM - 1) / Cfg::kBlockM;
@@ -66,6 +82,13 @@ void launch_flash_cfg(const FlashFwdParams& p, cudaStream_t st, int pack) {
   if (m_blocks > 0x7fffffff || heads_y > 65535)
     throw Error("flash_fwd: grid too large (" + std::to_string(m_blocks) + " query tiles, " +
                 std::to_string(heads_y) + " head slots)");
+  if (m_blocks * heads_y > 0x7fffffff / std::max(p.batch, 1))
+    throw Error("flash_fwd: grid too large (" + std::to_string(m_blocks) + " query tiles x " +
+                std::to_string(heads_y) + " head slots x " + std::to_string(p.batch) + " sequences)");
+  a.m_blocks = static_cast<int>(m_blocks);
+  a.heads_y = static_cast<int>(heads_y);
+  a.seq_chunk = seq_chunk > 0 ? std::min(seq_chunk, std::max(p.batch, 1))
+                              : choose_seq_chunk(m_blocks * heads_y, p.batch, slots);
   const int key_tiles = (max_sk + Cfg::kBlockN - 1) / Cfg::kBlockN;
   int splits = p.num_splits > 0 ? p.num_splits : choose_num_splits(m_blocks * heads_y * p.batch, key_tiles, slots);
   splits = std::max(1, std::min(splits, 65535 / std::max(p.batch, 1)));
@@ -76,8 +99,7 @@ void launch_flash_cfg(const FlashFwdParams& p, cudaStream_t st, int pack) {
     WICK_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&a.oacc), slots_total * a.acc_dim * sizeof(float), st));
     WICK_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&a.lseacc), slots_total * sizeof(float), st));
   }
-  const dim3 grid(static_cast<unsigned>(m_blocks), static_cast<unsigned>(heads_y),
-                  static_cast<unsigned>(p.batch * splits));
+  const dim3 grid(static_cast<unsigned>(m_blocks * heads_y * p.batch), 1u, static_cast<unsigned>(splits));
   kernel<<<grid, Cfg::kThreads, Cfg::kSmem, st>>>(a);
   cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess && splits > 1) {
