@@ -149,16 +149,20 @@ Tensor matmul_fwd(const Tensor& a, const Tensor& b) {
     d.push_back(c);
     return Shape(d);
   };
+  const Shape out_shape = with(m, n);
+  // An empty output, or k == 0: every element is an empty sum.
+  if (out_shape.elem_count() == 0 || k == 0) return Tensor::zeros(out_shape, dt, a.device());
+  // f16/bf16 on the CPU: an f32 GEMM. The casts take a and b as given, so a broadcast
+  // batch dim is not copied once per batch.
+  if (a.device().is_cpu() && dt != DType::F32 && dt != DType::F64)
+    return cast(matmul_fwd(cast(a, DType::F32), cast(b, DType::F32)), dt);
   Tensor ad(a.storage(), a.layout().broadcast_as(with(m, k)), dt);
   Tensor bd(b.storage(), b.layout().broadcast_as(with(k, n)), dt);
-  Tensor out = Tensor::empty(with(m, n), dt, a.device());
-  if (out.elem_count() == 0) return out;
-  if (k == 0) return Tensor::zeros(out.shape(), dt, a.device());
+  Tensor out = Tensor::empty(out_shape, dt, a.device());
   const auto M = static_cast<int64_t>(m), N = static_cast<int64_t>(n), K = static_cast<int64_t>(k);
   if (a.device().is_cpu()) {
     if (dt == DType::F32) cpu_matmul<float>(ad, bd, out, M, N, K);
-    else if (dt == DType::F64) cpu_matmul<double>(ad, bd, out, M, N, K);
-    else return cast(matmul_fwd(cast(ad, DType::F32), cast(bd, DType::F32)), dt);  // f16/bf16: f32 GEMM
+    else cpu_matmul<double>(ad, bd, out, M, N, K);
     return out;
   }
 #ifdef WICK_WITH_CUDA
