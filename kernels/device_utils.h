@@ -45,6 +45,14 @@ inline unsigned blocks_for(int64_t n) {
   return static_cast<unsigned>(b < 1 ? 1 : (b > 65535 * 16 ? 65535 * 16 : b));
 }
 
+// Grid size for a one-block-per-row kernel: rows itself, which must fit gridDim.x
+// (2^31 - 1); otherwise throws wick::Error(too_many).
+inline unsigned blocks_per_row(int64_t rows, const char* too_many) {
+  constexpr int64_t kMaxGridX = 2147483647LL;
+  if (rows > kMaxGridX) throw_error(too_many);
+  return static_cast<unsigned>(rows);
+}
+
 // Calls f(T{}) with T the device type of t (every ElemType).
 template <class F>
 void visit_all(ElemType t, F&& f) {

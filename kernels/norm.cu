@@ -36,10 +36,10 @@ __global__ void norm_kernel(bool layer, const T* x, const T* w, const T* b, T* o
 void launch(bool layer, ElemType type, const void* x, const void* w, const void* b, void* out, int64_t rows,
             int64_t cols, double eps) {
   if (rows == 0 || cols == 0) return;
-  if (rows > 2147483647LL) throw_error("norm kernel: more than 2^31 - 1 rows");
+  const unsigned grid = blocks_per_row(rows, "norm kernel: more than 2^31 - 1 rows");
   visit_floats(type, "norm kernel: float types only", [&](auto zero) {
     using T = decltype(zero);
-    norm_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, cudaStreamLegacy>>>(
+    norm_kernel<T><<<grid, kThreads, 0, cudaStreamLegacy>>>(
         layer, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b), static_cast<T*>(out),
         cols, eps);
   });

@@ -57,14 +57,14 @@ __global__ void extreme_rows_kernel(ReduceOp op, const T* x, int64_t cols, void*
 
 void reduce_rows(ReduceOp op, ElemType type, const void* x, int64_t rows, int64_t cols, void* out) {
   if (rows == 0) return;
-  if (rows > 2147483647LL) throw_error("reduce kernel: more than 2^31 - 1 rows");
+  const unsigned grid = blocks_per_row(rows, "reduce kernel: more than 2^31 - 1 rows");
   visit_all(type, [&](auto zero) {
     using T = decltype(zero);
     const T* px = static_cast<const T*>(x);
     if (op == ReduceOp::Sum)
-      sum_rows_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, cudaStreamLegacy>>>(px, cols, static_cast<T*>(out));
+      sum_rows_kernel<T><<<grid, kThreads, 0, cudaStreamLegacy>>>(px, cols, static_cast<T*>(out));
     else
-      extreme_rows_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, cudaStreamLegacy>>>(op, px, cols, out);
+      extreme_rows_kernel<T><<<grid, kThreads, 0, cudaStreamLegacy>>>(op, px, cols, out);
   });
   WICK_CUDA_CHECK(cudaGetLastError());
 }

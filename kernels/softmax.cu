@@ -30,10 +30,10 @@ __global__ void softmax_kernel(bool log_out, const T* x, T* out, int64_t cols) {
 
 void softmax_rows(bool log_out, ElemType type, const void* x, void* out, int64_t rows, int64_t cols) {
   if (rows == 0 || cols == 0) return;
-  if (rows > 2147483647LL) throw_error("softmax kernel: more than 2^31 - 1 rows");
+  const unsigned grid = blocks_per_row(rows, "softmax kernel: more than 2^31 - 1 rows");
   visit_floats(type, "softmax kernel: float types only", [&](auto zero) {
     using T = decltype(zero);
-    softmax_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, cudaStreamLegacy>>>(
+    softmax_kernel<T><<<grid, kThreads, 0, cudaStreamLegacy>>>(
         log_out, static_cast<const T*>(x), static_cast<T*>(out), cols);
   });
   WICK_CUDA_CHECK(cudaGetLastError());
