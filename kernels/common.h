@@ -27,7 +27,7 @@ enum class ElemType : int { U8, U32, I16, I32, I64, BF16, F16, F32, F64 };
 constexpr int kMaxRank = 8;  // views of higher rank are refused by ops/ with a wick::Error
 
 struct StridedView {
-  int rank = 0;
+  int rank = 0;                   // entries of dims/stride in use, <= kMaxRank
   int64_t dims[kMaxRank] = {};
   int64_t stride[kMaxRank] = {};  // elements; 0 for broadcast dims
   bool contiguous = false;        // true when stride is row-major for dims (fast path)

@@ -8,7 +8,8 @@ namespace wick::kernels {
 
 // C = op(A) * op(B) per cuBLAS's column-major convention with the pointers named as cuBLAS
 // names them (A = row-major rhs base, B = row-major lhs base, C = output base), alpha 1,
-// beta 0. F32 (f32 compute), F16/BF16 (f32 compute), F64. Throws wick::Error on any failure.
+// beta 0. F32 (f32 compute), F16/BF16 (f32 compute), F64. `device` is the CUDA device that
+// holds A, B and C (its handle is used and it becomes current). Throws wick::Error on any failure.
 void gemm(ElemType type, int device, const CublasGemm& args, const void* A, const void* B, void* C);
 
 }  // namespace wick::kernels

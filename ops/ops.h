@@ -112,7 +112,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 Tensor matmul(const Tensor& lhs, const Tensor& rhs);
 
 // ---- joining and gathering ----------------------------------------------------------------
-// Concatenates along dim; all tensors share rank, dtype, device and every other dim.
+// Concatenates along dim; all tensors share rank, dtype, device and every other dim. out has
+// the first tensor's shape with dims[dim] = the sum of every tensor's dims[dim], in list order.
 Tensor cat(const std::vector<Tensor>& tensors, size_t dim);
 // out has x's shape with dims[dim] replaced by indices.elem_count(); out[.., j, ..] =
 // x[.., indices[j], ..]. indices: rank 1, U32, I32 or I64, each in [0, x.dim(dim)).

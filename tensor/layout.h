@@ -15,6 +15,7 @@ namespace wick {
 class Layout {
  public:
   Layout() = default;
+  // stride: one entry per dim (throws otherwise); start_offset: elements into the storage.
   Layout(Shape shape, std::vector<int64_t> stride, size_t start_offset);
   static Layout contiguous(const Shape& shape) { return contiguous_with_offset(shape, 0); }
   static Layout contiguous_with_offset(const Shape& shape, size_t start_offset);

@@ -39,6 +39,7 @@ class Tensor {
   static Tensor arange(int64_t start, int64_t end, DType dtype, Device device);
   // Standard normal samples from a seeded generator on the host (then copied to device).
   static Tensor randn(const Shape& shape, DType dtype, Device device, uint64_t seed);
+  // data: host memory holding shape.elem_count() elements of dtype in row-major order; copied.
   static Tensor from_bytes(const void* data, const Shape& shape, DType dtype, Device device);
   template <class T>
   static Tensor from_vec(const std::vector<T>& values, const Shape& shape, Device device) {
