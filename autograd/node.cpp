@@ -8,11 +8,18 @@ thread_local bool t_grad_enabled = true;
 // Deleting a node drops its inputs, which may drop the last handle to an input whose own
 // node is then deleted, and so on down the chain: plain recursion as deep as the graph.
 // This deleter queues nodes released while another is being deleted and deletes them in a
-// loop instead, so the depth stays constant.
-void delete_node(Node* node) {
+// loop instead, so the depth stays constant. It runs inside shared_ptr's destructor and so
+// must not throw: if the queue cannot grow (out of memory), the node is deleted right away,
+// one level deeper.
+void delete_node(Node* node) noexcept {
   thread_local bool draining = false;
   thread_local std::vector<Node*> pending;
-  pending.push_back(node);
+  try {
+    pending.push_back(node);
+  } catch (...) {
+    delete node;
+    return;
+  }
   if (draining) return;
   draining = true;
   while (!pending.empty()) {
