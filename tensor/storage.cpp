@@ -66,23 +66,27 @@ void synchronize(const Device& dev) {
 }
 
 std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device) {
-  void* p = nullptr;
+  // The owner exists before the memory does, so a throw after the allocation cannot leak
+  // it; data_ and bytes_ are set (and counted) only once the memory is there.
+  std::shared_ptr<Storage> s(new Storage(nullptr, 0, device));
   if (device.is_cpu()) {
     size_t rounded = (bytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
-    p = std::aligned_alloc(kCpuAlignment, rounded == 0 ? kCpuAlignment : rounded);
-    if (!p) throw Error("out of host memory allocating " + std::to_string(bytes) + " bytes");
+    s->data_ = std::aligned_alloc(kCpuAlignment, rounded == 0 ? kCpuAlignment : rounded);
+    if (!s->data_) throw Error("out of host memory allocating " + std::to_string(bytes) + " bytes");
+    s->bytes_ = bytes;
     g_live_cpu += static_cast<int64_t>(bytes);
   } else {
 #ifdef WICK_WITH_CUDA
     if (!Device::cuda_available()) throw Error("no CUDA device is available for " + to_string(device));
     set_current_device(device);
-    if (bytes) WICK_CUDA_CHECK(cudaMallocAsync(&p, bytes, cudaStreamLegacy));
+    if (bytes) WICK_CUDA_CHECK(cudaMallocAsync(&s->data_, bytes, cudaStreamLegacy));
+    s->bytes_ = bytes;
     g_live_cuda += static_cast<int64_t>(bytes);
 #else
     no_cuda();
 #endif
   }
-  return std::shared_ptr<Storage>(new Storage(p, bytes, device));
+  return s;
 }
 
 Storage::~Storage() {
