@@ -10,7 +10,8 @@
 namespace wick::kernels {
 
 // op(a, b). Integer division by zero yields 0 here because a kernel cannot throw; the CPU
-// path raises "div: integer division by zero" before calling (ops.h states both).
+// path raises "div: integer division by zero" before calling (ops.h states both). A signed
+// MIN / -1 overflows (x86 traps with SIGFPE), so dividing by -1 is a wrapping negation.
 // Max/Min return lhs on ties and whenever either side is NaN (the comparison is false).
 template <class C>
 WICK_HOST_DEVICE C apply_binary(BinaryOp op, C a, C b) {
@@ -19,8 +20,16 @@ WICK_HOST_DEVICE C apply_binary(BinaryOp op, C a, C b) {
     case BinaryOp::Sub: return a - b;
     case BinaryOp::Mul: return a * b;
     case BinaryOp::Div:
-      if constexpr (std::is_integral_v<C>) return b == C(0) ? C(0) : C(a / b);
-      else return a / b;
+      if constexpr (std::is_integral_v<C>) {
+        if (b == C(0)) return C(0);
+        if constexpr (std::is_signed_v<C>) {
+          using U = std::make_unsigned_t<C>;
+          if (b == C(-1)) return static_cast<C>(static_cast<U>(U(0) - static_cast<U>(a)));
+        }
+        return C(a / b);
+      } else {
+        return a / b;
+      }
     case BinaryOp::Max: return a < b ? b : a;
     case BinaryOp::Min: return b < a ? b : a;
   }

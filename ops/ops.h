@@ -39,7 +39,8 @@ Tensor powf(const Tensor& x, double e);                  // x ^ e (NaN for x < 0
 // lhs and rhs broadcast to a common shape (dims aligned from the right; each pair equal or
 // one of them 1), else "shape mismatch in add, lhs: [2, 3], rhs: [4]". Same dtype required.
 // Arithmetic: every dtype on CPU and CUDA. Integer division truncates toward zero; division by
-// zero raises "div: integer division by zero" on CPU and yields 0 on CUDA (kernels cannot throw).
+// zero raises "div: integer division by zero" on CPU and yields 0 on CUDA (kernels cannot throw);
+// a signed MIN / -1 wraps to MIN on both.
 Tensor add(const Tensor& lhs, const Tensor& rhs);
 Tensor sub(const Tensor& lhs, const Tensor& rhs);
 Tensor mul(const Tensor& lhs, const Tensor& rhs);

@@ -1,5 +1,6 @@
 // Elementwise ops against plain double loops, on every device, dtype and layout.
 #include <algorithm>
+#include <limits>
 
 #include "test_ops_util.h"
 
@@ -149,6 +150,17 @@ TEST_CASE("ops: integer arithmetic, comparisons and division") {
       CHECK(eq(a.narrow(1, 1, 1), cast(Tensor::full({}, 8.0, DType::F64, dev), dt)).to_f64_vec() ==
             std::vector<double>{1, 0});
     }
+  }
+  // MIN / -1 overflows: it wraps to MIN (it used to trap with SIGFPE on x86).
+  for (Device dev : test_devices()) {
+    DEVICE_CONTEXT(dev);
+    constexpr int32_t kMin32 = std::numeric_limits<int32_t>::min();
+    constexpr int64_t kMin64 = std::numeric_limits<int64_t>::min();
+    Tensor m1_32 = Tensor::from_vec<int32_t>({-1, -1, 3}, {3}, dev);
+    CHECK(div(Tensor::from_vec<int32_t>({kMin32, 7, kMin32}, {3}, dev), m1_32).to_vec<int32_t>() ==
+          std::vector<int32_t>{kMin32, -7, kMin32 / 3});
+    CHECK(div(Tensor::from_vec<int64_t>({kMin64, -9}, {2}, dev), Tensor::from_vec<int64_t>({-1, -1}, {2}, dev))
+              .to_vec<int64_t>() == std::vector<int64_t>{kMin64, 9});
   }
   check_error([] { (void)div(Tensor::from_vec<int32_t>({1, 2}, {2}, Device::cpu()),
                              Tensor::from_vec<int32_t>({1, 0}, {2}, Device::cpu())); },
