@@ -20,6 +20,11 @@ Layout::Layout(Shape shape, std::vector<int64_t> stride, size_t start_offset)
     : shape_(std::move(shape)), stride_(std::move(stride)), start_offset_(start_offset) {
   if (stride_.size() != shape_.rank())
     throw Error("layout: stride " + to_string(stride_) + " does not match shape " + to_string(shape_));
+  // Offsets are unsigned and the storage bound (max_offset_exclusive) assumes strides that
+  // only move forward, as candle's usize strides do; a negative one would reach before it.
+  for (int64_t s : stride_)
+    if (s < 0)
+      throw Error("layout: stride " + to_string(stride_) + " has a negative entry (shape " + to_string(shape_) + ")");
 }
 
 Layout Layout::contiguous_with_offset(const Shape& shape, size_t start_offset) {
@@ -33,9 +38,15 @@ std::optional<std::pair<size_t, size_t>> Layout::contiguous_offsets() const {
 
 size_t Layout::max_offset_exclusive() const {
   if (elem_count() == 0) return 0;
-  int64_t last = static_cast<int64_t>(start_offset_);
-  for (size_t i = 0; i < rank(); ++i) last += static_cast<int64_t>(dims()[i] - 1) * stride_[i];
-  return static_cast<size_t>(last) + 1;
+  // Saturates at SIZE_MAX instead of wrapping, so an absurd stride can never pass a bound check.
+  size_t last = start_offset_;
+  for (size_t i = 0; i < rank(); ++i) {
+    size_t step = 0;
+    if (__builtin_mul_overflow(dims()[i] - 1, static_cast<size_t>(stride_[i]), &step) ||
+        __builtin_add_overflow(last, step, &last))
+      return SIZE_MAX;
+  }
+  return last == SIZE_MAX ? SIZE_MAX : last + 1;
 }
 
 Layout Layout::narrow(size_t dim, size_t start, size_t len) const {

@@ -31,7 +31,8 @@ class Layout {
   bool is_fortran_contiguous() const { return shape_.is_fortran_contiguous(stride_); }
   // [start, end) in storage elements when C-contiguous, else nullopt.
   std::optional<std::pair<size_t, size_t>> contiguous_offsets() const;
-  // One past the largest storage element this layout can touch (0 when empty).
+  // One past the largest storage element this layout can touch (0 when empty; SIZE_MAX when
+  // that does not fit in size_t).
   size_t max_offset_exclusive() const;
 
   // Views. Each throws wick::Error naming the op, the shape and the dims on misuse.

@@ -42,7 +42,8 @@ Tensor from_f64(const std::vector<double>& values, const Shape& shape, DType dty
 
 Tensor::Tensor(std::shared_ptr<Storage> storage, Layout layout, DType dtype) {
   if (!storage) throw Error("tensor: null storage");
-  size_t need = layout.max_offset_exclusive() * dtype_size(dtype);
+  size_t need = 0;
+  if (__builtin_mul_overflow(layout.max_offset_exclusive(), dtype_size(dtype), &need)) need = SIZE_MAX;
   if (need > storage->bytes())
     throw Error("tensor: layout " + to_string(layout.shape()) + " stride " + to_string(layout.stride()) +
                 " offset " + std::to_string(layout.start_offset()) + " needs " + std::to_string(need) +

@@ -132,6 +132,17 @@ TEST_CASE("tensor: views share storage; to_vec reads any layout") {
                        "from_vec: 3 values for shape [2, 2] (4 elements)", Error);
 }
 
+TEST_CASE("layout: negative or overflowing strides cannot pass the storage bound") {
+  CHECK_THROWS_WITH_AS(Layout(Shape{2, 3}, V{-3, 1}, 3), "layout: stride [-3, 1] has a negative entry (shape [2, 3])",
+                       Error);
+  Layout huge(Shape{5, 2}, V{int64_t{1} << 62, 1}, 0);  // 4 * 2^62 = 2^64: past size_t
+  CHECK(huge.max_offset_exclusive() == SIZE_MAX);
+  CHECK(Layout(Shape{1, 2}, V{int64_t{1} << 62, 1}, 5).max_offset_exclusive() == 7);  // size-1 dims add nothing
+  auto storage = Storage::allocate(64, Device::cpu());
+  CHECK_THROWS_AS(Tensor(storage, huge, DType::F32), Error);
+  CHECK_THROWS_AS(Tensor(storage, Layout(Shape{2}, V{int64_t{1} << 61}, 0), DType::F64), Error);  // bytes overflow
+}
+
 TEST_CASE("layout: StridedIndex walks a temporary layout in logical order") {
   // The iterator keeps its own dims and strides: the Layout below dies before the walk.
   std::vector<size_t> got;
