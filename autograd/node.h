@@ -41,6 +41,14 @@ class NoGradGuard {
   bool previous_;
 };
 
+// True when record() would attach a node for these inputs: grad mode is on and one of them
+// requires grad. Ops test it before saving tensors and building a backward closure, so a
+// call that records nothing (inference, NoGradGuard) pays for neither.
+template <class... Ts>
+bool should_record(const Ts&... inputs) {
+  return grad_enabled() && (inputs.requires_grad() || ...);
+}
+
 // Attaches a node to `out` when grad mode is on and any input requires grad; returns out.
 // The backward closure is not called here, so building it is cheap.
 // Nodes made here are destroyed iteratively (a chain of 100,000 ops dropped without a

@@ -79,6 +79,7 @@ Tensor zeros_like(const Tensor& t) { return Tensor::zeros(t.shape(), t.dtype(), 
 Tensor extremum(const char* name, BinaryOp op, Tensor (*lhs_wins)(const Tensor&, const Tensor&), const Tensor& a,
                 const Tensor& b) {
   Tensor out = binary_fwd(name, op, a, b);
+  if (!autograd::should_record(a, b)) return out;
   Tensor ad = a.detach(), bd = b.detach();
   return autograd::record(out, name, {a, b}, [ad, bd, lhs_wins](const Tensor& g) {
     Tensor z = zeros_like(g);
@@ -91,6 +92,7 @@ Tensor extremum(const char* name, BinaryOp op, Tensor (*lhs_wins)(const Tensor&,
 
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = binary_fwd("add", BinaryOp::Add, a, b);
+  if (!autograd::should_record(a, b)) return out;
   Shape sa = a.shape(), sb = b.shape();
   return autograd::record(out, "add", {a, b}, [sa, sb](const Tensor& g) {
     return Grads{sum_to(g, sa), sum_to(g, sb)};
@@ -99,6 +101,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor out = binary_fwd("sub", BinaryOp::Sub, a, b);
+  if (!autograd::should_record(a, b)) return out;
   Shape sa = a.shape(), sb = b.shape();
   return autograd::record(out, "sub", {a, b}, [sa, sb](const Tensor& g) {
     return Grads{sum_to(g, sa), sum_to(neg(g), sb)};
@@ -107,6 +110,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = binary_fwd("mul", BinaryOp::Mul, a, b);
+  if (!autograd::should_record(a, b)) return out;
   Tensor ad = a.detach(), bd = b.detach();
   return autograd::record(out, "mul", {a, b}, [ad, bd](const Tensor& g) {
     return Grads{sum_to(mul(g, bd), ad.shape()), sum_to(mul(g, ad), bd.shape())};
@@ -115,6 +119,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = binary_fwd("div", BinaryOp::Div, a, b);
+  if (!autograd::should_record(a, b)) return out;
   Tensor ad = a.detach(), bd = b.detach();
   return autograd::record(out, "div", {a, b}, [ad, bd](const Tensor& g) {
     Tensor ga = div(g, bd);
@@ -164,6 +169,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     no_cuda("where");
 #endif
   }
+  if (!autograd::should_record(cond, a, b)) return out;
   Tensor cd = cond.detach();
   Shape sa = a.shape(), sb = b.shape();
   return autograd::record(out, "where", {cond, a, b}, [cd, sa, sb](const Tensor& g) {

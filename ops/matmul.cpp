@@ -182,6 +182,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     autograd::NoGradGuard no_grad;  // the f16/bf16 casts inside are not part of the graph
     out = matmul_fwd(a.detach(), b.detach());
   }
+  if (!autograd::should_record(a, b)) return out;
   Tensor ad = a.detach(), bd = b.detach();
   return autograd::record(out, "matmul", {a, b}, [ad, bd](const Tensor& g) {
     return Grads{sum_to(matmul(g, bd.t()), ad.shape()), sum_to(matmul(ad.t(), g), bd.shape())};

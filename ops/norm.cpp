@@ -98,6 +98,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   check_x("rms_norm", x);
   check_param("rms_norm", "weight", x, weight);
   Tensor out = norm_fwd("rms_norm", x, weight, nullptr, eps);
+  if (!autograd::should_record(x, weight)) return out;
   Tensor xd = x.detach(), wd = weight.detach();
   return autograd::record(out, "rms_norm", {x, weight}, [xd, wd, eps](const Tensor& g) {
     const size_t last = xd.rank() - 1;
@@ -113,6 +114,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   check_param("layer_norm", "weight", x, weight);
   check_param("layer_norm", "bias", x, bias);
   Tensor out = norm_fwd("layer_norm", x, weight, &bias, eps);
+  if (!autograd::should_record(x, weight, bias)) return out;
   Tensor xd = x.detach(), wd = weight.detach();
   return autograd::record(out, "layer_norm", {x, weight, bias}, [xd, wd, eps](const Tensor& g) {
     const size_t last = xd.rank() - 1;

@@ -96,6 +96,7 @@ Tensor extreme(const char* name, ReduceOp op, const Tensor& x, const std::vector
   check_defined(name, x);
   std::vector<size_t> rd = check_dims(name, x, dims);
   Tensor out = reduce_fwd(name, op, x, rd, keepdim);
+  if (!autograd::should_record(x)) return out;
   Tensor xd = x.detach(), yd = out.detach();
   return autograd::record(out, name, {x}, [xd, yd, rd, keepdim](const Tensor& g) {
     Tensor hit = eq(xd, expand_back(yd, xd.shape(), rd, keepdim));

@@ -65,6 +65,7 @@ Tensor softmax_fwd(const char* name, bool log, const Tensor& x) {
 
 Tensor softmax(const Tensor& x) {
   Tensor out = softmax_fwd("softmax", false, x);
+  if (!autograd::should_record(x)) return out;
   Tensor s = out.detach();
   return autograd::record(out, "softmax", {x}, [s](const Tensor& g) {
     const size_t last = s.rank() - 1;
@@ -74,6 +75,7 @@ Tensor softmax(const Tensor& x) {
 
 Tensor log_softmax(const Tensor& x) {
   Tensor out = softmax_fwd("log_softmax", true, x);
+  if (!autograd::should_record(x)) return out;
   Tensor y = out.detach();
   return autograd::record(out, "log_softmax", {x}, [y](const Tensor& g) {
     const size_t last = y.rank() - 1;

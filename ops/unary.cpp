@@ -56,12 +56,14 @@ Tensor neg(const Tensor& x) {
 
 Tensor exp(const Tensor& x) {
   Tensor out = unary_fwd("exp", UnaryOp::Exp, x);
+  if (!autograd::should_record(x)) return out;
   Tensor y = out.detach();
   return autograd::record(out, "exp", {x}, [y](const Tensor& g) { return Grads{mul(g, y)}; });
 }
 
 Tensor log(const Tensor& x) {
   Tensor out = unary_fwd("log", UnaryOp::Log, x);
+  if (!autograd::should_record(x)) return out;
   Tensor xd = x.detach();
   return autograd::record(out, "log", {x},
                           [xd](const Tensor& g) { return Grads{div(g, xd)}; });
@@ -69,6 +71,7 @@ Tensor log(const Tensor& x) {
 
 Tensor sqrt(const Tensor& x) {
   Tensor out = unary_fwd("sqrt", UnaryOp::Sqrt, x);
+  if (!autograd::should_record(x)) return out;
   Tensor y = out.detach();
   return autograd::record(out, "sqrt", {x},
                           [y](const Tensor& g) { return Grads{div(g, mul_scalar(y, 2.0))}; });
@@ -76,6 +79,7 @@ Tensor sqrt(const Tensor& x) {
 
 Tensor tanh(const Tensor& x) {
   Tensor out = unary_fwd("tanh", UnaryOp::Tanh, x);
+  if (!autograd::should_record(x)) return out;
   Tensor y = out.detach();
   return autograd::record(out, "tanh", {x}, [y](const Tensor& g) {
     return Grads{mul(g, affine(mul(y, y), -1.0, 1.0))};
@@ -84,6 +88,7 @@ Tensor tanh(const Tensor& x) {
 
 Tensor relu(const Tensor& x) {
   Tensor out = unary_fwd("relu", UnaryOp::Relu, x);
+  if (!autograd::should_record(x)) return out;
   Tensor xd = x.detach();
   return autograd::record(out, "relu", {x}, [xd](const Tensor& g) {
     return Grads{mul(g, unary_fwd("relu", UnaryOp::Step, xd))};
@@ -92,6 +97,7 @@ Tensor relu(const Tensor& x) {
 
 Tensor gelu(const Tensor& x) {
   Tensor out = unary_fwd("gelu", UnaryOp::Gelu, x);
+  if (!autograd::should_record(x)) return out;
   Tensor xd = x.detach();
   return autograd::record(out, "gelu", {x}, [xd](const Tensor& g) {
     return Grads{mul(g, unary_fwd("gelu", UnaryOp::GeluGrad, xd))};
@@ -100,6 +106,7 @@ Tensor gelu(const Tensor& x) {
 
 Tensor silu(const Tensor& x) {
   Tensor out = unary_fwd("silu", UnaryOp::Silu, x);
+  if (!autograd::should_record(x)) return out;
   Tensor xd = x.detach();
   return autograd::record(out, "silu", {x}, [xd](const Tensor& g) {
     return Grads{mul(g, unary_fwd("silu", UnaryOp::SiluGrad, xd))};
@@ -108,6 +115,7 @@ Tensor silu(const Tensor& x) {
 
 Tensor sigmoid(const Tensor& x) {
   Tensor out = unary_fwd("sigmoid", UnaryOp::Sigmoid, x);
+  if (!autograd::should_record(x)) return out;
   Tensor y = out.detach();
   return autograd::record(out, "sigmoid", {x}, [y](const Tensor& g) {
     return Grads{mul(g, mul(y, affine(y, -1.0, 1.0)))};
@@ -124,6 +132,7 @@ Tensor mul_scalar(const Tensor& x, double s) { return affine(x, s, 0.0); }
 
 Tensor powf(const Tensor& x, double e) {
   Tensor out = unary_fwd("powf", UnaryOp::Powf, x, e);
+  if (!autograd::should_record(x)) return out;
   Tensor xd = x.detach();
   return autograd::record(out, "powf", {x}, [xd, e](const Tensor& g) {
     return Grads{mul(g, mul_scalar(unary_fwd("powf", UnaryOp::Powf, xd, e - 1.0), e))};
