@@ -199,6 +199,9 @@ std::vector<Entry> tensor_entries() {
   e.push_back({"L17", "requires_grad: only float tensors can require grad, got {dt:?}", Where::Devices,
                [](D d) { return error_of([&] { Tensor::arange(0, 3, DType::I64, d).requires_grad(true); }); },
                "requires_grad: only float tensors can require grad, got I64"});
+  e.push_back({"L18", "layout: stride {stride:?} has a negative entry (shape {shape:?})", Where::Cpu,
+               [](D) { return error_of([] { Layout l(Shape{2, 3}, {3, -1}, 2); }); },
+               "layout: stride [3, -1] has a negative entry (shape [2, 3])"});
   // candle's generic helpers, catalogued with the attention entries, raised here too.
   e.push_back({"A09", "unexpected rank, expected: {expected}, got: {got} ({shape:?})", Where::Cpu,
                [](D) { return error_of([] { Shape{8}.dims2(); }); },
