@@ -17,21 +17,12 @@
 
 #include "ops/attention/cpu.h"
 #include "ops/attention/plan.h"
+#include "bench/bench_util.h"
 #include "wick.h"
 
 namespace {
 
-double median_seconds(int reps, const std::function<void()>& f) {
-  f();  // warm-up
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    f();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+using wick::bench::median_seconds;
 
 // Eigen's f32 GEMM rate: `threads` independent n x n products at once.
 double eigen_gemm_gflops(int threads, int reps) {

@@ -11,21 +11,12 @@
 #include <functional>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "wick.h"
 
 namespace {
 
-double median_seconds(int reps, const std::function<void()>& f) {
-  f();  // warm-up: page faults, packing buffers, cuBLAS handle
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    f();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+using wick::bench::median_seconds;
 
 }  // namespace
 

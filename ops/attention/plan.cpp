@@ -115,6 +115,20 @@ void bind_alibi(AttnPlan& plan, const std::optional<Tensor>& a) {
   plan.params.alibi_slopes = static_cast<const float*>(compact.data_ptr());
 }
 
+// The output and LSE shapes, the dtype and the input base pointers: the part of the plan
+// that is the same for both ops. out takes q's shape; lse_shape differs by op.
+void bind_inputs(AttnPlan& plan, const Tensor& q, const Tensor& k, const Tensor& v, Shape lse_shape) {
+  kernels::FlashFwdParams& p = plan.params;
+  plan.device = q.device();
+  plan.dtype = q.dtype();
+  plan.out_shape = q.shape();
+  plan.lse_shape = std::move(lse_shape);
+  p.dtype = q.dtype() == DType::F16 ? kernels::FlashDType::F16 : kernels::FlashDType::BF16;
+  p.q = q.data_ptr();
+  p.k = k.data_ptr();
+  p.v = v.data_ptr();
+}
+
 // ---- wick's stricter varlen checks (parity section 5) ---------------------------------
 
 void check_cumulative(const char* name, const std::vector<uint32_t>& s) {
@@ -288,14 +302,7 @@ AttnPlan plan_varlen(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k
   if (paged) check_block_table_values(plan, *op.block_table, page_block_size, num_blocks);
 
   // ---- the params (index maps: kernels/flash/flash_params.h)
-  plan.device = dev;
-  plan.dtype = q.dtype();
-  plan.out_shape = q.shape();
-  plan.lse_shape = Shape{num_heads, total_q};
-  p.dtype = q.dtype() == DType::F16 ? kernels::FlashDType::F16 : kernels::FlashDType::BF16;
-  p.q = q.data_ptr();
-  p.k = k.data_ptr();
-  p.v = v.data_ptr();
+  bind_inputs(plan, q, k, v, Shape{num_heads, total_q});
   const auto& qs = q.stride();
   const auto& ks = k.stride();
   const auto& vs = v.stride();
@@ -367,14 +374,7 @@ AttnPlan plan_batched(const FlashAttn& op, const Tensor& q, const Tensor& k, con
   p.num_heads = to_i32(kBatchedOp, "num_heads", num_heads);
   p.num_heads_k = to_i32(kBatchedOp, "num_heads_k", num_heads_k);
 
-  plan.device = dev;
-  plan.dtype = q.dtype();
-  plan.out_shape = q.shape();
-  plan.lse_shape = Shape{batch, num_heads, seqlen_q};
-  p.dtype = q.dtype() == DType::F16 ? kernels::FlashDType::F16 : kernels::FlashDType::BF16;
-  p.q = q.data_ptr();
-  p.k = k.data_ptr();
-  p.v = v.data_ptr();
+  bind_inputs(plan, q, k, v, Shape{batch, num_heads, seqlen_q});
   const auto& qs = q.stride();
   const auto& ks = k.stride();
   const auto& vs = v.stride();
