@@ -17,8 +17,9 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
+# Verbose, so the per-case SKIPPED lines (CUDA cases on a machine without a GPU) show.
 test: build
-	@cd $(BUILD) && ctest --output-on-failure
+	@cd $(BUILD) && ctest --output-on-failure --verbose
 
 demo: build
 	@$(BUILD)/examples/demo
