@@ -4,11 +4,20 @@
 //   d loss / dX . U  ~=  (loss(X + eps U) - loss(X - eps U)) / (2 eps)
 // The analytic side is computed in f32 and rounded to bf16/f16, hence a tolerance of
 // 4e-3 * sum|dX * U| (twice the worst bf16 rounding of every term).
+// On CUDA the gradients come from the backward kernels (kernels/flash_bwd/); each case then
+// also runs the host reference (attention::flash_bwd_host) on the same device tensors and
+// compares every element: both compute in f32, so they may differ by the f32 summation
+// order and one rounding of the output dtype.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cmath>
+#include <map>
+#include <type_traits>
 
+#include "autograd/node.h"
 #include "devices.h"
+#include "ops/attention/backward.h"
 #include "ops/attention/flash_attn.h"
 #include "ops/attention/plan.h"
 #include "test_attention_common.h"
@@ -35,6 +44,66 @@ struct Loss64 {
   }
 };
 
+// The host backward's extra inputs, read from the op as flash_attn.cpp reads them.
+template <class Op>
+std::vector<float> slopes_of(const Op& op) {
+  return op.alibi_slopes ? op.alibi_slopes->template to_vec<float>() : std::vector<float>{};
+}
+template <class Op>
+std::vector<std::vector<std::array<int32_t, 2>>> ranges_of(const Op& op) {
+  std::vector<std::vector<std::array<int32_t, 2>>> out;
+  if constexpr (std::is_same_v<Op, FlashAttnVarLen>) {
+    if (!op.mm_prefix_ranges) return out;
+    const auto d = op.mm_prefix_ranges->shape().dims3();
+    const std::vector<int32_t> v = op.mm_prefix_ranges->template to_vec<int32_t>();
+    out.resize(d[0]);
+    for (size_t b = 0; b < d[0]; ++b)
+      for (size_t r = 0; r < d[1]; ++r) out[b].push_back({v[(b * d[1] + r) * 2], v[(b * d[1] + r) * 2 + 1]});
+  }
+  return out;
+}
+
+// Largest |kernel - host| seen per dtype (reported at the end of the cases that use it).
+// (max |kernel - host|, max |host| of that gradient) per dtype name.
+std::map<std::string, std::pair<double, double>>& worst_kernel_vs_host() {
+  static std::map<std::string, std::pair<double, double>> m;
+  return m;
+}
+
+// Kernel gradients (grads, from autograd on a CUDA device) against the host reference on the
+// same device tensors, element by element; every element must be a number.
+template <class Op, class PlanFn>
+void compare_with_host(const Op& op, PlanFn plan_fn, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const std::vector<double>& w, const std::vector<double> (&grads)[3]) {
+  autograd::NoGradGuard no_grad;
+  const attention::AttnPlan plan = plan_fn(op, q, k, v);
+  auto [out, lse] = op.forward_with_lse(q, k, v);
+  const Tensor go = make(w, out.shape(), out.dtype(), out.device());
+  const auto host = attention::flash_bwd_host(plan, slopes_of(op), ranges_of(op), q, k, v, out, lse, go);
+  const double rel = q.dtype() == DType::BF16 ? 1.0 / 128 : 1.0 / 1024;  // two roundings of the dtype
+  const char* names[3] = {"dq", "dk", "dv"};
+  for (int which = 0; which < 3; ++which) {
+    INFO("kernel vs host: ", names[which]);
+    const std::vector<double> h = host[which].to_f64_vec();
+    const std::vector<double>& g = grads[which];
+    REQUIRE(g.size() == h.size());
+    CHECK(all_finite(g));
+    double max_abs = 0, max_diff = 0;
+    for (double x : h) max_abs = std::max(max_abs, std::abs(x));
+    CHECK(max_abs > 0);
+    size_t bad = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      const double diff = std::abs(g[i] - h[i]);
+      max_diff = std::max(max_diff, diff);
+      bad += !(diff <= rel * std::abs(h[i]) + 1e-3 * max_abs + 1e-6);  // NaN counts as bad
+    }
+    INFO("max |kernel - host| ", max_diff, ", max |host| ", max_abs);
+    CHECK(bad == 0);
+    auto& worst = worst_kernel_vs_host()[dtype_name(q.dtype())];
+    if (max_diff > worst.first) worst = {max_diff, max_abs};
+  }
+}
+
 template <class Op, class PlanFn>
 void check_grads(const Op& op_cpu, const Op& op_dev, PlanFn plan_fn, Tensor q, Tensor k, Tensor v, Tensor qc,
                  Tensor kc, Tensor vc, uint64_t seed) {
@@ -46,6 +115,7 @@ void check_grads(const Op& op_cpu, const Op& op_dev, PlanFn plan_fn, Tensor q, T
   const std::vector<double> w = normal(out.elem_count(), seed);
   out.backward(make(w, out.shape(), out.dtype(), out.device()));
   const std::vector<double> grads[3] = {q.grad().to_f64_vec(), k.grad().to_f64_vec(), v.grad().to_f64_vec()};
+  if (q.device().is_cuda()) compare_with_host(op_dev, plan_fn, q, k, v, w, grads);
 
   const attention::AttnPlan plan = plan_fn(op_cpu, qc, kc, vc);
   Loss64 loss{plan.params, rounded(w, out.dtype())};
@@ -158,4 +228,154 @@ TEST_CASE("attention backward: batched op, GQA, ALiBi and a window") {
                 randn({2, 6, 4, 16}, DType::BF16, Device::cpu(), 1), randn({2, 4, 2, 16}, DType::BF16, Device::cpu(), 2),
                 randn({2, 4, 2, 16}, DType::BF16, Device::cpu(), 3), 21);
   }
+}
+
+namespace {
+
+// One varlen (or paged) backward case of the kernel-vs-host sweep.
+struct SweepCase {
+  const char* name;
+  std::vector<uint32_t> lens_q, lens_k;
+  size_t h, hk, d;
+  DType dtype;
+  std::optional<size_t> left, right;  // window (right = 0: causal)
+  float softcap = 0;
+  bool alibi = false, mm = false;
+  size_t page = 0;  // 0: not paged
+  CacheLayout layout = CacheLayout::Separate;
+};
+
+void run_sweep_case(const SweepCase& c, Device dev, uint64_t seed) {
+  const auto cq = cumulative(c.lens_q), ck = cumulative(c.lens_k);
+  const size_t tq = cq.back(), tk = ck.back(), batch = c.lens_q.size();
+  auto build = [&](Device d) {
+    FlashAttnVarLen op = make_op(VarlenSetup{c.lens_q, c.lens_k, c.h, c.hk, c.d, c.dtype}, d);
+    op.softmax_scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+    op.window_size_left = c.left, op.window_size_right = c.right;
+    if (c.softcap > 0) op.softcap = c.softcap;
+    if (c.alibi) {
+      std::vector<float> sl(c.h);
+      for (size_t i = 0; i < c.h; ++i) sl[i] = 0.5f / static_cast<float>(i + 1);
+      op.alibi_slopes = Tensor::from_vec(sl, Shape{c.h}, d);
+    }
+    if (c.mm) {
+      std::vector<int32_t> r;
+      for (size_t b = 0; b < batch; ++b) r.insert(r.end(), {2, 2 + static_cast<int32_t>(c.lens_k[b] / 3), 0, 0});
+      op.mm_prefix_ranges = Tensor::from_vec(r, Shape{batch, 2, 2}, d);
+    }
+    return op;
+  };
+  FlashAttnVarLen op_c = build(Device::cpu()), op_d = build(dev);
+  Tensor qc = randn({tq, c.h, c.d}, c.dtype, Device::cpu(), seed);
+  Tensor kc = randn({tk, c.hk, c.d}, c.dtype, Device::cpu(), seed + 1);
+  Tensor vc = randn({tk, c.hk, c.d}, c.dtype, Device::cpu(), seed + 2);
+  auto on_dev = [&](const Tensor& t) { return dev.is_cuda() ? t.to_device(dev) : t.copy(); };
+  Tensor q = on_dev(qc), k, v;
+  if (c.page > 0) {
+    // The device cache may be strided (interleaved or padded heads); the CPU side gets a
+    // contiguous copy of the same values and the same shuffled block table.
+    PagedKv pk = make_paged(kc, vc, ck, c.page, c.layout, DType::I32, dev, seed + 3);
+    k = pk.k, v = pk.v;
+    kc = pk.k.to_device(Device::cpu()).contiguous(), vc = pk.v.to_device(Device::cpu()).contiguous();
+    op_d.block_table = pk.block_table, op_d.page_block_size = c.page;
+    op_c.block_table = pk.block_table.to_device(Device::cpu()), op_c.page_block_size = c.page;
+  } else {
+    k = on_dev(kc), v = on_dev(vc);
+  }
+  check_grads(op_c, op_d, attention::plan_varlen, q, k, v, qc, kc, vc, seed + 4);
+  if (c.page > 0) {
+    // Cache rows no sequence uses (3 spare blocks at least) get exactly zero gradient.
+    size_t zeros = 0;
+    for (double g : k.grad().to_f64_vec()) zeros += g == 0.0;
+    CHECK(zeros >= 3 * c.page * c.hk * c.d);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("attention backward: sweep of shapes, masks, GQA, paging and dtypes") {
+  using CL = CacheLayout;
+  const std::vector<SweepCase> cases = {
+      {"GQA 8/2 causal sq != sk, zero-length sequences, d64", {37, 0, 70, 5}, {50, 0, 70, 0}, 8, 2, 64, DType::BF16,
+       std::nullopt, 0},
+      {"MQA 4/1 window, d128", {33, 65}, {90, 65}, 4, 1, 128, DType::F16, 10, 3},
+      {"softcap causal, d40", {20, 31}, {45, 31}, 2, 2, 40, DType::BF16, std::nullopt, 0, 5.0f},
+      {"ALiBi full, d64", {17, 9}, {29, 9}, 4, 2, 64, DType::F16, std::nullopt, std::nullopt, 0, true},
+      {"mm-prefix causal GQA 8/2, d64", {12, 40}, {30, 40}, 8, 2, 64, DType::BF16, std::nullopt, 0, 0, false, true},
+      {"paged 32 interleaved causal ALiBi, d64", {5, 40}, {70, 40}, 4, 2, 64, DType::F16, std::nullopt, 0, 0, true,
+       false, 32, CL::Interleaved},
+      {"paged 64 padded heads GQA 8/2 softcap, d128", {1, 17, 3}, {130, 17, 64}, 8, 2, 128, DType::BF16,
+       std::nullopt, 0, 3.0f, false, false, 64, CL::PaddedHeads},
+      {"paged 32 MQA window, d40", {9, 24}, {33, 60}, 2, 1, 40, DType::BF16, 7, 0, 0, false, false, 32, CL::Separate},
+  };
+  uint64_t seed = 9100;
+  for (const SweepCase& c : cases) {
+    for (Device dev : test::test_devices()) {
+      INFO("case: ", c.name);
+      DEVICE_CONTEXT(dev);
+      run_sweep_case(c, dev, seed);
+    }
+    seed += 10;
+  }
+  for (const auto& [dt, w] : worst_kernel_vs_host())
+    MESSAGE("kernel vs host, ", dt, ": max |diff| ", w.first, " (max |grad| of that gradient ", w.second, ")");
+}
+
+TEST_CASE("attention backward: batched op, GQA 8/2 causal sq != sk, f16 d128") {
+  for (Device dev : test::test_devices()) {
+    DEVICE_CONTEXT(dev);
+    auto build = [&](Device) {
+      FlashAttn op;
+      op.softmax_scale = 0.125f;
+      op.window_size_right = 0;
+      return op;
+    };
+    Tensor qc = randn({2, 40, 8, 128}, DType::F16, Device::cpu(), 301);
+    Tensor kc = randn({2, 72, 2, 128}, DType::F16, Device::cpu(), 302);
+    Tensor vc = randn({2, 72, 2, 128}, DType::F16, Device::cpu(), 303);
+    auto on_dev = [&](const Tensor& t) { return dev.is_cuda() ? t.to_device(dev) : t.copy(); };
+    check_grads(build(Device::cpu()), build(dev), attention::plan_batched, on_dev(qc), on_dev(kc), on_dev(vc), qc, kc,
+                vc, 304);
+  }
+}
+
+// One timing of the backward of a varlen batch, kernels against the host path, on the same
+// device tensors (CUDA only: the host path alone is what a CPU run already measures).
+TEST_CASE("attention backward: timing of a varlen batch, 8 x 1024 tokens h16 d128 bf16 causal") {
+  SKIP_WITHOUT_CUDA();
+  const Device dev = Device::cuda(0);
+  const VarlenSetup s{std::vector<uint32_t>(8, 1024), std::vector<uint32_t>(8, 1024), 16, 16, 128, DType::BF16};
+  FlashAttnVarLen op = make_op(s, dev);
+  op.softmax_scale = 1.0f / std::sqrt(128.0f);
+  op.window_size_right = 0;
+  const size_t n = 8 * 1024;
+  Tensor q = randn({n, 16, 128}, DType::BF16, dev, 501), k = randn({n, 16, 128}, DType::BF16, dev, 502),
+         v = randn({n, 16, 128}, DType::BF16, dev, 503);
+  autograd::NoGradGuard no_grad;
+  const attention::AttnPlan plan = attention::plan_varlen(op, q, k, v);
+  auto [out, lse] = op.forward_with_lse(q, k, v);
+  const Tensor go = randn({n, 16, 128}, DType::BF16, dev, 504);
+  using clock = std::chrono::steady_clock;
+  auto sync = [](const Tensor& t) { return t.narrow(0, 0, 1).to_f64_vec(); };  // waits for the stream
+  std::array<Tensor, 3> kern = attention::flash_bwd(plan, {}, {}, q, k, v, out, lse, go);  // warm-up
+  sync(kern[2]);
+  double best = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = clock::now();
+    kern = attention::flash_bwd(plan, {}, {}, q, k, v, out, lse, go);
+    sync(kern[2]);
+    best = std::min(best, std::chrono::duration<double, std::milli>(clock::now() - t0).count());
+  }
+  const auto t0 = clock::now();
+  const auto host = attention::flash_bwd_host(plan, {}, {}, q, k, v, out, lse, go);
+  const double host_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+  double max_diff = 0, max_abs = 0;
+  for (int which = 0; which < 3; ++which) {
+    const std::vector<double> g = kern[which].to_f64_vec(), h = host[which].to_f64_vec();
+    CHECK(all_finite(g));
+    for (size_t i = 0; i < g.size(); ++i) max_diff = std::max(max_diff, std::abs(g[i] - h[i])), max_abs = std::max(max_abs, std::abs(h[i]));
+  }
+  MESSAGE("backward 8 x 1024 h16 d128 bf16 causal: kernels ", best, " ms (best of 5), host path ", host_ms,
+          " ms; max |kernel - host| ", max_diff, " (max |grad| ", max_abs, ")");
+  CHECK(max_diff <= 2e-2 * max_abs);
 }

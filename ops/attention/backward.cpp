@@ -4,6 +4,10 @@
 #include <cmath>
 #include <limits>
 
+#ifdef WICK_WITH_CUDA
+#include "kernels/flash_bwd/flash_bwd.h"
+#endif
+
 namespace wick::attention {
 
 namespace {
@@ -59,12 +63,69 @@ Rows rows_of(const AttnPlan& plan, int b) {
   return r;
 }
 
+#ifdef WICK_WITH_CUDA
+// The CUDA path: binds the forward's out/lse and grad_out into the kernels' params and
+// allocates the f32 accumulators (flash_bwd_params.h) and the outputs on the device.
+std::array<Tensor, 3> flash_bwd_cuda(const AttnPlan& plan_in, const Tensor& q, const Tensor& k, const Tensor& v,
+                                     const Tensor& out, const Tensor& lse, const Tensor& grad_out) {
+  if (!(grad_out.shape() == out.shape()))
+    throw Error("flash-attn backward: grad_out shape " + to_string(grad_out.shape()) + " differs from out shape " +
+                to_string(out.shape()));
+  if (grad_out.dtype() != q.dtype() || !(grad_out.device() == q.device()) || !(out.device() == q.device()) ||
+      !(lse.device() == q.device()))
+    throw Error("flash-attn backward: grad_out, out and lse must be on q's device, grad_out in q's dtype");
+  AttnPlan plan = plan_in;
+  const Tensor o = out.stride().back() == 1 ? out : out.contiguous();
+  const Tensor l = lse.contiguous();
+  const Tensor g = grad_out.stride().back() == 1 ? grad_out : grad_out.contiguous();
+  bind_outputs(plan, o, l);
+
+  kernels::FlashBwdParams bp;
+  bp.fwd = plan.params;
+  bp.dout = g.data_ptr();
+  const auto& gs = g.stride();
+  if (plan.varlen)
+    bp.do_batch_stride = 0, bp.do_row_stride = gs[0], bp.do_head_stride = gs[1];
+  else
+    bp.do_batch_stride = gs[0], bp.do_row_stride = gs[1], bp.do_head_stride = gs[2];
+
+  const auto& p = plan.params;
+  const Device dev = q.device();
+  const size_t H = p.num_heads, HK = p.num_heads_k, D = p.head_size, tq = p.total_q;
+  bp.kv_rows = static_cast<int64_t>(k.elem_count() / std::max<size_t>(HK * D, 1));
+  Tensor dsum = Tensor::empty(Shape{std::max<size_t>(tq * H, 1)}, DType::F32, dev);
+  Tensor dq_acc = Tensor::empty(Shape{tq, H, D}, DType::F32, dev);
+  Tensor dk_acc = Tensor::empty(Shape{static_cast<size_t>(bp.kv_rows), HK, D}, DType::F32, dev);
+  Tensor dv_acc = Tensor::empty(dk_acc.shape(), DType::F32, dev);
+  Tensor dq = Tensor::empty(q.shape(), q.dtype(), dev);
+  Tensor dk = Tensor::empty(k.shape(), q.dtype(), dev);
+  Tensor dv = Tensor::empty(v.shape(), q.dtype(), dev);
+  bp.dsum = static_cast<float*>(dsum.data_ptr());
+  bp.dq_accum = static_cast<float*>(dq_acc.data_ptr());
+  bp.dk_accum = static_cast<float*>(dk_acc.data_ptr());
+  bp.dv_accum = static_cast<float*>(dv_acc.data_ptr());
+  bp.dq = dq.data_ptr(), bp.dk = dk.data_ptr(), bp.dv = dv.data_ptr();
+  kernels::flash_bwd(bp, nullptr);
+  return {dq, dk, dv};
+}
+#endif
+
 }  // namespace
 
 std::array<Tensor, 3> flash_bwd(const AttnPlan& plan, const std::vector<float>& slopes,
                                 const std::vector<std::vector<std::array<int32_t, 2>>>& mm_ranges,
                                 const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                 const Tensor& lse, const Tensor& grad_out) {
+#ifdef WICK_WITH_CUDA
+  if (q.device().is_cuda()) return flash_bwd_cuda(plan, q, k, v, out, lse, grad_out);
+#endif
+  return flash_bwd_host(plan, slopes, mm_ranges, q, k, v, out, lse, grad_out);
+}
+
+std::array<Tensor, 3> flash_bwd_host(const AttnPlan& plan, const std::vector<float>& slopes,
+                                     const std::vector<std::vector<std::array<int32_t, 2>>>& mm_ranges,
+                                     const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                     const Tensor& lse, const Tensor& grad_out) {
   const auto& p = plan.params;
   const int H = p.num_heads, HK = p.num_heads_k, D = p.head_size, group = H / std::max(HK, 1);
   const std::vector<float> qh = host_f32(q), kh = host_f32(k), vh = host_f32(v), oh = host_f32(out),

@@ -1,0 +1,251 @@
+// The CUDA flash-attention backward: FlashAttention-2's backward in f32 on the device,
+// recomputing P from the forward's LSE. The same math, step for step, as the host
+// reference ops/attention/backward.cpp (flash_bwd_host):
+//   P  = exp(logit - lse)  (0 where masked, 0 for a row with lse = -inf)
+//   dV = P^T dO                   dP = dO V^T
+//   D  = rowsum(dO * O)           dS = P * (dP - D) * (1 - tanh^2(s / softcap) with softcap)
+//   dQ = scale * dS K             dK = scale * dS^T Q
+// Logits and visibility come from kernels/flash/flash_common.cuh, the helpers the forward
+// kernels use, so the backward sees exactly the forward's mask and logit.
+//
+// Steps (index maps in flash_bwd_params.h):
+//   1. dsum kernel: one warp per (query row i, head h, sequence b): D = sum_d dO * O.
+//   2. key-tile kernel: one block per (key tile of bc keys, kv head hk, sequence b).
+//      a. the tile's K and V rows go to shared memory as f32 (row pitch head_size + 1,
+//         so lane j reading row j at the same d hits a different bank)
+//      b. every query row that can see the tile, for every query head of hk's group, is
+//         handed to one warp; lane j scores key t0 + j: qk, P_j, dP_j, dS_j
+//      c. lane j adds P_j dO and scale dS_j q into row j of the tile's dV and dK (shared
+//         memory atomics: the block's warps share the tile); the warp then adds
+//         scale * sum_j dS_j K_j into the row's dQ (global f32 atomics: other tiles too)
+//      d. the tile's dK, dV are added into the f32 accumulators (atomics, so blocks of a
+//         paged cache shared by two sequences still sum)
+//      Rows that cannot see the tile are skipped by the window bounds; with mm-prefix
+//      ranges every row is visited and the per-key rule decides.
+//   3. cast kernel: f32 accumulators to the output dtype, every element (unused rows 0).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "kernels/flash/flash_common.cuh"
+#include "kernels/flash_bwd/flash_bwd.h"
+#include "tensor/error.h"
+
+namespace wick::kernels {
+namespace flash_bwd_detail {
+namespace {
+
+using namespace wick::kernels::flash;
+
+constexpr int kWarps = 4;  // warps per block in steps 1 and 2
+
+// 1. D = rowsum(dO * O) per (row, head).
+template <class Elem>
+__global__ void __launch_bounds__(kWarps * 32) dsum_kernel(const FlashBwdParams bp) {
+  const FlashFwdParams& p = bp.fwd;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int i = blockIdx.x * kWarps + warp;
+  const SeqBounds s = seq_bounds(p, b);
+  if (i >= s.sq) return;
+  const Elem* o = static_cast<const Elem*>(p.out) + o_offset(p, b, s, i, h);
+  const Elem* g = static_cast<const Elem*>(bp.dout) + b * bp.do_batch_stride + (s.q_start + i) * bp.do_row_stride +
+                  h * bp.do_head_stride;
+  float acc = 0.f;
+  for (int d = lane; d < p.head_size; d += 32) acc += to_float(o[d]) * to_float(g[d]);
+  for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+  if (lane == 0) bp.dsum[(s.q_row0 + i) * p.num_heads + h] = acc;
+}
+
+// Logical kv row r_k(b, t) of the accumulators (flash_bwd_params.h): the forward's kv map
+// with the strides of a contiguous (kv_rows, ...) tensor.
+__device__ __forceinline__ int64_t kv_logical_row(const FlashFwdParams& p, int b, const SeqBounds& s, int t) {
+  const int64_t batch_rows = p.block_table ? p.page_block_size : (p.cu_seqlens_k ? 0 : p.seqlen_k);
+  return kv_row_offset(p, b, s, t, batch_rows, 1);
+}
+
+// 2. dK, dV of one key tile (all of it: every query head of the group), dQ by atomics.
+template <class Elem>
+__global__ void __launch_bounds__(kWarps * 32) tile_kernel(const FlashBwdParams bp, int bc) {
+  extern __shared__ float smem[];
+  const FlashFwdParams& p = bp.fwd;
+  const int D = p.head_size, ld = D + 1;
+  float* sK = smem;
+  float* sV = sK + bc * ld;
+  float* sdK = sV + bc * ld;
+  float* sdV = sdK + bc * ld;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float* sQ = sdV + bc * ld + warp * (2 * D + 32);  // this warp's query row
+  float* sdO = sQ + D;                             // this warp's dO row
+  float* sdS = sdO + D;                            // this warp's dS_j, j < 32
+
+  const int hk = blockIdx.y, b = blockIdx.z, t0 = blockIdx.x * bc;
+  const SeqBounds s = seq_bounds(p, b);
+  if (t0 >= s.sk || s.sq == 0) return;  // the whole block leaves together
+  const int nk = min(bc, s.sk - t0);
+
+  // a. the tile
+  const Elem* kbase = static_cast<const Elem*>(p.k) + hk * p.k_head_stride;
+  const Elem* vbase = static_cast<const Elem*>(p.v) + hk * p.v_head_stride;
+  for (int e = threadIdx.x; e < bc * D; e += blockDim.x) {
+    const int j = e / D, d = e % D;
+    float kf = 0.f, vf = 0.f;
+    if (j < nk) {
+      kf = to_float(kbase[kv_row_offset(p, b, s, t0 + j, p.k_batch_stride, p.k_row_stride) + d]);
+      vf = to_float(vbase[kv_row_offset(p, b, s, t0 + j, p.v_batch_stride, p.v_row_stride) + d]);
+    }
+    sK[j * ld + d] = kf, sV[j * ld + d] = vf;
+    sdK[j * ld + d] = 0.f, sdV[j * ld + d] = 0.f;
+  }
+  __syncthreads();
+
+  // The query rows that can see a key of [t0, t0 + nk): pos(i) = i + shift must satisfy
+  // t <= pos + window_right and t >= pos - window_left for some t of the tile.
+  const int shift = s.sk - s.sq;
+  int64_t lo = 0, hi = s.sq;  // [lo, hi)
+  if (!p.mm_prefix_ranges) {
+    if (p.window_right >= 0) {
+      const int64_t first = static_cast<int64_t>(t0) - p.window_right - shift;
+      lo = first > lo ? first : lo;
+    }
+    if (p.window_left >= 0) {
+      const int64_t last = static_cast<int64_t>(t0) + nk + p.window_left - shift;
+      hi = last < hi ? last : hi;
+    }
+  }
+  const int nrows = hi > lo ? static_cast<int>(hi - lo) : 0;
+  const int group = p.num_heads / p.num_heads_k;
+  const float scale = p.softmax_scale;
+
+  for (int w = warp; w < group * nrows; w += kWarps) {
+    const int h = hk * group + w / nrows, i = static_cast<int>(lo) + w % nrows;
+    const float lse = p.lse[lse_offset(p, b, s, i, h)];
+    if (lse == -INFINITY) continue;  // the row sees no key: P = 0 (uniform across the warp)
+    const Elem* q = static_cast<const Elem*>(p.q) + q_offset(p, b, s, i, h);
+    const Elem* g = static_cast<const Elem*>(bp.dout) + b * bp.do_batch_stride + (s.q_start + i) * bp.do_row_stride +
+                    h * bp.do_head_stride;
+    for (int d = lane; d < D; d += 32) sQ[d] = to_float(q[d]), sdO[d] = to_float(g[d]);
+    __syncwarp();
+
+    // b. lane j: key t0 + j
+    const int pos = i + shift, t = t0 + lane;
+    const float slope = p.alibi_slopes ? p.alibi_slopes[h] : 0.f;
+    float pj = 0.f, dsj = 0.f;
+    if (lane < nk && key_visible(p, b, pos, t)) {
+      float qk = 0.f, dp = 0.f;
+      const float* kr = sK + lane * ld;
+      const float* vr = sV + lane * ld;
+      for (int d = 0; d < D; ++d) qk += sQ[d] * kr[d], dp += sdO[d] * vr[d];
+      pj = expf(logit(p, qk, slope, pos, t) - lse);
+      dsj = pj * (dp - bp.dsum[(s.q_row0 + i) * p.num_heads + h]);
+      if (p.softcap > 0.f) {
+        const float th = tanhf(qk * scale / p.softcap);
+        dsj *= 1.f - th * th;
+      }
+    }
+    sdS[lane] = dsj;
+    const bool mine = pj != 0.f || dsj != 0.f;
+    if (__ballot_sync(0xffffffffu, mine) != 0u) {
+      // c. dV_j += P_j dO, dK_j += scale dS_j q; then dQ_i += scale sum_j dS_j K_j
+      if (mine) {
+        float* dkr = sdK + lane * ld;
+        float* dvr = sdV + lane * ld;
+        const float cs = scale * dsj;
+        for (int d = 0; d < D; ++d) atomicAdd(dvr + d, pj * sdO[d]), atomicAdd(dkr + d, cs * sQ[d]);
+      }
+      __syncwarp();
+      float* dq = bp.dq_accum + ((s.q_row0 + i) * p.num_heads + h) * D;
+      for (int d = lane; d < D; d += 32) {
+        float acc = 0.f;
+        for (int j = 0; j < nk; ++j) acc += sdS[j] * sK[j * ld + d];
+        atomicAdd(dq + d, scale * acc);
+      }
+    }
+    __syncwarp();  // the next row overwrites sQ, sdO, sdS
+  }
+  __syncthreads();
+
+  // d. into the accumulators
+  for (int e = threadIdx.x; e < nk * D; e += blockDim.x) {
+    const int j = e / D, d = e % D;
+    const int64_t at = (kv_logical_row(p, b, s, t0 + j) * p.num_heads_k + hk) * D + d;
+    atomicAdd(bp.dk_accum + at, sdK[j * ld + d]);
+    atomicAdd(bp.dv_accum + at, sdV[j * ld + d]);
+  }
+}
+
+// 3. f32 -> output dtype.
+template <class Elem>
+__global__ void cast_kernel(const float* src, Elem* dst, int64_t n) {
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    dst[e] = from_float<Elem>(src[e]);
+}
+
+template <class Elem>
+void cast(const float* src, void* dst, int64_t n, cudaStream_t st) {
+  if (n <= 0) return;
+  const int64_t blocks = std::min<int64_t>((n + 255) / 256, 65535);
+  cast_kernel<Elem><<<static_cast<unsigned>(blocks), 256, 0, st>>>(src, static_cast<Elem*>(dst), n);
+  WICK_CUDA_CHECK(cudaGetLastError());
+}
+
+// Keys per tile: 32 (one per lane) while the four f32 tiles fit in about 100 KiB of
+// shared memory, else fewer so head sizes up to 512 still fit.
+int tile_keys(int head_size) {
+  const int per_key = 4 * (head_size + 1) * static_cast<int>(sizeof(float));
+  for (int bc : {32, 16, 8})
+    if (bc * per_key <= 100 * 1024) return bc;
+  return 8;
+}
+
+template <class Elem>
+void run(const FlashBwdParams& bp, cudaStream_t st) {
+  const FlashFwdParams& p = bp.fwd;
+  const int64_t nq = p.total_q * p.num_heads * p.head_size;
+  const int64_t nk = bp.kv_rows * p.num_heads_k * p.head_size;
+  WICK_CUDA_CHECK(cudaMemsetAsync(bp.dq_accum, 0, nq * sizeof(float), st));
+  WICK_CUDA_CHECK(cudaMemsetAsync(bp.dk_accum, 0, nk * sizeof(float), st));
+  WICK_CUDA_CHECK(cudaMemsetAsync(bp.dv_accum, 0, nk * sizeof(float), st));
+  const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
+  const int max_sk = p.cu_seqlens_k ? p.max_seqlen_k : p.seqlen_k;
+  if (p.batch > 0 && p.num_heads > 0 && max_sq > 0 && max_sk > 0) {
+    const dim3 g1((max_sq + kWarps - 1) / kWarps, p.num_heads, p.batch);
+    dsum_kernel<Elem><<<g1, kWarps * 32, 0, st>>>(bp);
+    WICK_CUDA_CHECK(cudaGetLastError());
+    const int bc = tile_keys(p.head_size);
+    const size_t smem = (4 * static_cast<size_t>(bc) * (p.head_size + 1) + kWarps * (2 * p.head_size + 32)) *
+                        sizeof(float);
+    WICK_CUDA_CHECK(
+        cudaFuncSetAttribute(tile_kernel<Elem>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    const dim3 g2((max_sk + bc - 1) / bc, p.num_heads_k, p.batch);
+    tile_kernel<Elem><<<g2, kWarps * 32, smem, st>>>(bp, bc);
+    WICK_CUDA_CHECK(cudaGetLastError());
+  }
+  cast<Elem>(bp.dq_accum, bp.dq, nq, st);
+  cast<Elem>(bp.dk_accum, bp.dk, nk, st);
+  cast<Elem>(bp.dv_accum, bp.dv, nk, st);
+}
+
+}  // namespace
+}  // namespace flash_bwd_detail
+
+void flash_bwd(const FlashBwdParams& bp, void* stream) {
+  const FlashFwdParams& p = bp.fwd;
+  if (p.head_size <= 0 || p.head_size > 512)
+    throw Error("flash_bwd: head_size " + std::to_string(p.head_size) + " is outside [1, 512]");
+  if (p.num_heads_k <= 0 || p.num_heads % p.num_heads_k != 0)
+    throw Error("flash_bwd: num_heads " + std::to_string(p.num_heads) + " is not a multiple of num_heads_k " +
+                std::to_string(p.num_heads_k));
+  if (!p.lse || !p.out || !bp.dout)
+    throw Error("flash_bwd: the forward's out and lse and the gradient of out are required");
+  auto st = static_cast<cudaStream_t>(stream);
+  if (p.dtype == FlashDType::BF16)
+    flash_bwd_detail::run<__nv_bfloat16>(bp, st);
+  else
+    flash_bwd_detail::run<__half>(bp, st);
+}
+
+}  // namespace wick::kernels

@@ -1,0 +1,41 @@
+// FlashBwdParams: everything the CUDA flash-attention backward needs, as plain data.
+// ops/attention/backward.cpp fills it from the forward's checked plan; the kernels in
+// kernels/flash_bwd/flash_bwd.cu read it.
+//
+// Index maps: q, k, v, out, lse and the geometry (lengths, paging, masks, ALiBi, softcap)
+// are read through `fwd` exactly as the forward reads them (kernels/flash/flash_params.h).
+// The gradient of the output, dO, has out's logical shape with its own strides:
+//   dout[b*do_batch_stride + (q_start(b) + i)*do_row_stride + h*do_head_stride + d]
+// The scratch and output buffers are contiguous, in the logical shapes of q and k:
+//   q row  r_q(b, i) = q_start(b) + i (varlen) or b*seqlen_q + i (batched)
+//   kv row r_k(b, t) = k_start(b) + t (varlen), b*seqlen_k + t (batched),
+//                      blk*page_block_size + t % page_block_size (paged, blk from block_table)
+//   dsum     [r_q*num_heads + h]                         D = rowsum(dO * O), f32
+//   dq_accum [(r_q*num_heads + h)*head_size + d]         f32, summed over key tiles
+//   dk_accum, dv_accum [(r_k*num_heads_k + hk)*head_size + d]   f32, summed over the group
+//   dq, dk, dv: the same maps in the output dtype (fwd.dtype); rows no sequence uses are 0.
+#pragma once
+#include <cstdint>
+
+#include "kernels/flash/flash_params.h"
+
+namespace wick::kernels {
+
+struct FlashBwdParams {
+  FlashFwdParams fwd;  // q, k, v, out, lse (all read) with their strides and the geometry
+
+  const void* dout = nullptr;  // out's logical shape, fwd.dtype, channel stride 1
+  int64_t do_batch_stride = 0, do_row_stride = 0, do_head_stride = 0;
+
+  float* dsum = nullptr;       // (total_q, num_heads) scratch
+  float* dq_accum = nullptr;   // (total_q, num_heads, head_size) scratch
+  float* dk_accum = nullptr;   // (kv_rows, num_heads_k, head_size) scratch
+  float* dv_accum = nullptr;   // (kv_rows, num_heads_k, head_size) scratch
+  int64_t kv_rows = 0;         // rows of k's (and v's) leading dims flattened
+
+  void* dq = nullptr;  // (total_q, num_heads, head_size), fwd.dtype, contiguous
+  void* dk = nullptr;  // (kv_rows, num_heads_k, head_size), fwd.dtype, contiguous
+  void* dv = nullptr;  // like dk
+};
+
+}  // namespace wick::kernels
