@@ -41,20 +41,20 @@ std::vector<std::vector<std::array<int32_t, 2>>> host_mm_ranges(const std::optio
 }
 
 // Runs the op as one autograd node: forward (out, lse), backward from the LSE (backward.h).
-// Op is FlashAttn or FlashAttnVarLen; plan_fn its plan function.
-template <class Op, class PlanFn>
-std::pair<Tensor, Tensor> forward_recorded(const char* name, const Op& op, PlanFn plan_fn, const Tensor& q,
-                                           const Tensor& k, const Tensor& v) {
+// Op is FlashAttn or FlashAttnVarLen; plan is the checked plan of (op, q, k, v), reused by
+// both directions (the node keeps q, k, v alive, so its pointers stay valid).
+template <class Op>
+std::pair<Tensor, Tensor> forward_recorded(const char* name, const Op& op, const attention::AttnPlan& plan,
+                                           const Tensor& q, const Tensor& k, const Tensor& v) {
   autograd::CustomOp node;
   node.name = name;
-  node.cpu_forward = node.cuda_forward = [op, plan_fn](const std::vector<Tensor>& in) {
-    attention::AttnPlan plan = plan_fn(op, in[0], in[1], in[2]);
-    auto [out, lse] = attention::run_plan_alloc(plan);
+  node.cpu_forward = node.cuda_forward = [plan](const std::vector<Tensor>&) {
+    attention::AttnPlan run = plan;  // run_plan_alloc binds fresh outputs into its plan
+    auto [out, lse] = attention::run_plan_alloc(run);
     return std::vector<Tensor>{out, lse};
   };
-  node.backward = [op, plan_fn](const std::vector<Tensor>& in, const std::vector<Tensor>& outs,
-                                const Tensor& grad_out) {
-    const attention::AttnPlan plan = plan_fn(op, in[0], in[1], in[2]);
+  node.backward = [op, plan](const std::vector<Tensor>& in, const std::vector<Tensor>& outs,
+                             const Tensor& grad_out) {
     std::vector<std::vector<std::array<int32_t, 2>>> ranges;
     if constexpr (std::is_same_v<Op, FlashAttnVarLen>) ranges = host_mm_ranges(op.mm_prefix_ranges);
     auto g = attention::flash_bwd(plan, host_slopes(op.alibi_slopes), ranges, in[0], in[1], in[2], outs[0],
@@ -70,7 +70,7 @@ std::pair<Tensor, Tensor> forward_recorded(const char* name, const Op& op, PlanF
 std::pair<Tensor, Tensor> FlashAttn::forward_with_lse(const Tensor& q, const Tensor& k,
                                                       const Tensor& v) const {
   attention::AttnPlan plan = attention::plan_batched(*this, q, k, v);  // checks first, always
-  if (wants_grad(q, k, v)) return forward_recorded("flash-attn", *this, attention::plan_batched, q, k, v);
+  if (wants_grad(q, k, v)) return forward_recorded("flash-attn", *this, plan, q, k, v);
   return attention::run_plan_alloc(plan);
 }
 Tensor FlashAttn::forward(const Tensor& q, const Tensor& k, const Tensor& v) const {
@@ -80,7 +80,7 @@ Tensor FlashAttn::forward(const Tensor& q, const Tensor& k, const Tensor& v) con
 std::pair<Tensor, Tensor> FlashAttnVarLen::forward_with_lse(const Tensor& q, const Tensor& k,
                                                             const Tensor& v) const {
   attention::AttnPlan plan = attention::plan_varlen(*this, q, k, v);  // checks first, always
-  if (wants_grad(q, k, v)) return forward_recorded("flash-attn-varlen", *this, attention::plan_varlen, q, k, v);
+  if (wants_grad(q, k, v)) return forward_recorded("flash-attn-varlen", *this, plan, q, k, v);
   return attention::run_plan_alloc(plan);
 }
 Tensor FlashAttnVarLen::forward(const Tensor& q, const Tensor& k, const Tensor& v) const {
