@@ -20,7 +20,7 @@ void check_inputs(const CustomOp& op, const std::vector<Tensor>& inputs) {
   if (op.name.empty()) throw Error("custom op: the op has no name (set CustomOp::name)");
   if (inputs.empty()) throw Error(op_label(op) + ": called with no inputs");
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].defined()) throw Error(op_label(op) + ": input " + std::to_string(i) + " is an empty tensor");
+    if (!inputs[i].defined()) throw Error(op_label(op) + ": input " + std::to_string(i) + " is an empty (default-constructed) tensor");
     if (!(inputs[i].device() == inputs[0].device()))
       throw Error("device mismatch in " + op.name + ", lhs: " + to_string(inputs[0].device()) +
                   ", rhs: " + to_string(inputs[i].device()));

@@ -76,7 +76,7 @@ void add_into_leaf(const Tensor& leaf, const Tensor& g) {
 }  // namespace
 
 GradStore grad(const Tensor& root, const Tensor& seed, const BackwardOptions& options) {
-  if (!root.defined()) throw Error("backward: the tensor is empty (default-constructed)");
+  if (!root.defined()) throw Error("backward: the output is an empty (default-constructed) tensor");
   if (!root.requires_grad())
     throw Error("backward: the tensor " + to_string(root.shape()) +
                 " does not require grad and has no graph (computed under NoGradGuard, detached, or "
@@ -84,7 +84,7 @@ GradStore grad(const Tensor& root, const Tensor& seed, const BackwardOptions& op
   if (!seed.defined() || seed.shape() != root.shape() || seed.dtype() != root.dtype() ||
       !(seed.device() == root.device()))
     throw Error("backward: the seed gradient must match the output " + describe(root) + ", got " +
-                (seed.defined() ? describe(seed) : std::string("an empty tensor")));
+                (seed.defined() ? describe(seed) : std::string("an empty (default-constructed) tensor")));
 
   NoGradGuard no_grad;  // backward rules compute values, never new graph
   std::vector<Tensor> order = topological_order(root);
@@ -116,7 +116,7 @@ GradStore grad(const Tensor& root, const Tensor& seed, const BackwardOptions& op
 }
 
 GradStore grad(const Tensor& root, const BackwardOptions& options) {
-  if (!root.defined()) throw Error("backward: the tensor is empty (default-constructed)");
+  if (!root.defined()) throw Error("backward: the output is an empty (default-constructed) tensor");
   if (root.elem_count() != 1)
     throw Error("backward: the output has shape " + to_string(root.shape()) + " (" +
                 std::to_string(root.elem_count()) +

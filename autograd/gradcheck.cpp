@@ -32,7 +32,7 @@ std::vector<Tensor> leaves(const std::vector<std::vector<double>>& values, const
 }
 
 void check_output(const Tensor& out) {
-  if (!out.defined()) throw Error("gradcheck: the function returned an empty tensor");
+  if (!out.defined()) throw Error("gradcheck: the function's output is an empty (default-constructed) tensor");
   if (!is_float(out.dtype()))
     throw Error(std::string("gradcheck: the function must return a float tensor, got ") + dtype_name(out.dtype()));
   if (!out.requires_grad())

@@ -18,7 +18,7 @@ std::string num(double v) {
 
 void check_param(const Tensor& p, size_t i, const char* name) {
   std::string where = std::string(name) + ": parameter " + std::to_string(i);
-  if (!p.defined()) throw Error(where + " is an empty tensor");
+  if (!p.defined()) throw Error(where + " is an empty (default-constructed) tensor");
   if (!is_float(p.dtype())) throw Error(where + " has dtype " + dtype_name(p.dtype()) + "; parameters must be float");
   if (p.grad_fn()) throw Error(where + " " + to_string(p.shape()) + " is computed by '" + p.grad_fn()->name +
                                "', not a leaf; pass the tensors that were created with requires_grad(true)");

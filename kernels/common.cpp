@@ -5,5 +5,13 @@
 namespace wick::kernels {
 
 void throw_error(const char* msg) { throw Error(msg); }
+void throw_error(const std::string& msg) { throw Error(msg); }
+
+std::string elem_type_name(ElemType t) {
+  const int v = static_cast<int>(t);
+  if (v < static_cast<int>(ElemType::U8) || v > static_cast<int>(ElemType::F64))
+    return "ElemType(" + std::to_string(v) + ")";
+  return dtype_name(static_cast<DType>(v));  // ops/op_util.cpp static_asserts the two enums agree
+}
 
 }  // namespace wick::kernels

@@ -8,6 +8,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "tensor/cuda_check.h"  // WICK_CUDA_CHECK, plain C++ like this header
 
@@ -35,6 +36,11 @@ struct StridedView {
 
 // Throws wick::Error(msg); lets .cu files raise errors without including tensor/ (Eigen).
 [[noreturn]] void throw_error(const char* msg);
+[[noreturn]] void throw_error(const std::string& msg);
+
+// The name wick::DType gives the same value ("F32", "I64", ...), so kernel guards can say
+// which type they got; "ElemType(42)" for a value outside the enum (a bad integer cast).
+std::string elem_type_name(ElemType t);
 
 // Code that only moves elements (copies, gathers, where) needs one instance per element
 // size, not per dtype. Calls f(U{}) with U the unsigned integer of elem_size bytes and

@@ -45,11 +45,7 @@ cublasHandle_t handle_for(int device) {
 }  // namespace
 
 void gemm(ElemType type, int device, const CublasGemm& g, const void* A, const void* B, void* C) {
-  if (g.m == 0 || g.n == 0 || g.batch == 0) return;
-  cublasHandle_t h = handle_for(device);
-  WICK_CUDA_CHECK(cudaSetDevice(device));
-  const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  // The element type is checked before any CUDA call, so a wrong one is reported as such.
   cudaDataType_t dt;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   switch (type) {
@@ -57,8 +53,13 @@ void gemm(ElemType type, int device, const CublasGemm& g, const void* A, const v
     case ElemType::F16: dt = CUDA_R_16F; break;
     case ElemType::BF16: dt = CUDA_R_16BF; break;
     case ElemType::F64: dt = CUDA_R_64F; compute = CUBLAS_COMPUTE_64F; break;
-    default: throw Error("cuBLAS gemm: unsupported element type");
+    default: throw Error("cuBLAS gemm: F32, F64, F16 or BF16 only, got " + elem_type_name(type));
   }
+  if (g.m == 0 || g.n == 0 || g.batch == 0) return;
+  cublasHandle_t h = handle_for(device);
+  WICK_CUDA_CHECK(cudaSetDevice(device));
+  const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const float one_f = 1.0f, zero_f = 0.0f;
   const double one_d = 1.0, zero_d = 0.0;
   const bool f64 = type == ElemType::F64;

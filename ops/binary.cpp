@@ -138,7 +138,7 @@ Tensor gt(const Tensor& a, const Tensor& b) { return binary_fwd("gt", CmpOp::Gt,
 Tensor ge(const Tensor& a, const Tensor& b) { return binary_fwd("ge", CmpOp::Ge, a, b); }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  check_defined("where", cond);
+  check_defined("where", cond, "cond");
   Shape ab = check_binary("where", a, b);
   check_same_device("where", cond, a);
   if (cond.dtype() != DType::U8)

@@ -48,7 +48,7 @@ void cpu_cast(const Tensor& src, const Tensor& out) {
 }  // namespace
 
 void copy_into(const Tensor& dst, const Tensor& src) {
-  check_pair("copy_into", dst, src);
+  check_pair("copy_into", dst, src, "dst", "src");
   if (!(dst.shape() == src.shape())) throw_shape_mismatch("copy_into", dst.shape(), src.shape());
   const size_t es = dtype_size(src.dtype());
   if (src.elem_count() == 0) return;
@@ -67,14 +67,14 @@ void copy_into(const Tensor& dst, const Tensor& src) {
 }
 
 Tensor Tensor::copy() const {
-  check_defined("copy", *this);
+  check_defined("copy", *this, "the tensor");
   Tensor out = Tensor::empty(shape(), dtype(), device());
   copy_into(out, detach());
   return autograd::record(out, "copy", {*this}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
 }
 
 Tensor Tensor::contiguous() const {
-  check_defined("contiguous", *this);
+  check_defined("contiguous", *this, "the tensor");
   return is_contiguous() ? *this : copy();
 }
 
@@ -104,7 +104,7 @@ Tensor cast(const Tensor& x, DType dtype) {
 Tensor Tensor::to_dtype(DType dtype) const { return cast(*this, dtype); }
 
 Tensor Tensor::to_device(Device device) const {
-  check_defined("to_device", *this);
+  check_defined("to_device", *this, "the tensor");
   if (this->device() == device) return *this;
   Tensor src = detach().contiguous();
   Tensor out = Tensor::empty(shape(), dtype(), device);

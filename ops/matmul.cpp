@@ -129,9 +129,20 @@ void cuda_matmul(Tensor a, Tensor b, const Tensor& out, int64_t batch, int64_t m
 }
 #endif
 
+// candle's shape-mismatch text for matmul with the reason appended, so the caller learns
+// which of the three conditions failed: "shape mismatch in matmul, lhs: [2, 3], rhs: [2, 3]:
+// ...".
+[[noreturn]] void matmul_mismatch(const Tensor& a, const Tensor& b, const std::string& why) {
+  throw Error("shape mismatch in matmul, lhs: " + to_string(a.shape()) + ", rhs: " + to_string(b.shape()) + ": " + why);
+}
+
 Tensor matmul_fwd(const Tensor& a, const Tensor& b) {
-  if (a.rank() < 2 || b.rank() < 2 || a.dims().back() != b.dim(b.rank() - 2))
-    throw_shape_mismatch("matmul", a.shape(), b.shape());
+  if (a.rank() < 2 || b.rank() < 2)
+    matmul_mismatch(a, b, "both sides need rank >= 2 (lhs has rank " + std::to_string(a.rank()) + ", rhs rank " +
+                              std::to_string(b.rank()) + ")");
+  if (a.dims().back() != b.dim(b.rank() - 2))
+    matmul_mismatch(a, b, "inner dims differ: lhs k (its last dim) is " + std::to_string(a.dims().back()) +
+                              ", rhs k (its second-to-last dim) is " + std::to_string(b.dim(b.rank() - 2)));
   const DType dt = a.dtype();
   if (dt != DType::F32 && dt != DType::F64 && dt != DType::F16 && dt != DType::BF16)
     unsupported("matmul", dt, a.device());
@@ -141,7 +152,7 @@ Tensor matmul_fwd(const Tensor& a, const Tensor& b) {
   try {
     bshape = broadcast_shape("matmul", Shape(ba), Shape(bb));
   } catch (const Error&) {
-    throw_shape_mismatch("matmul", a.shape(), b.shape());
+    matmul_mismatch(a, b, "batch dims " + to_string(Shape(ba)) + " and " + to_string(Shape(bb)) + " do not broadcast");
   }
   auto with = [&](size_t r, size_t c) {
     std::vector<size_t> d = bshape.dims();

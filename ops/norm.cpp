@@ -19,7 +19,7 @@ using Grads = std::vector<Tensor>;
 
 // Checks x (..., d) against a (d) parameter; returns d.
 size_t check_param(const char* name, const char* what, const Tensor& x, const Tensor& p) {
-  check_pair(name, x, p);
+  check_pair(name, x, p, "x", what);
   if (p.rank() != 1 || p.dim(0) != x.dims().back())
     throw Error(std::string(name) + ": " + what + " must have shape [" + std::to_string(x.dims().back()) +
                 "] for x of shape " + to_string(x.shape()) + ", got " + to_string(p.shape()));

@@ -17,8 +17,8 @@ void no_cuda(const std::string& op) {
   throw Error(op + ": this build of wick has no CUDA support (configure with WICK_CUDA=ON)");
 }
 
-void check_defined(const std::string& op, const Tensor& t) {
-  if (!t.defined()) throw Error(op + ": the tensor is empty (default-constructed)");
+void check_defined(const std::string& op, const Tensor& t, const std::string& what) {
+  if (!t.defined()) throw Error(op + ": " + what + " is an empty (default-constructed) tensor");
 }
 
 void check_same_device(const std::string& op, const Tensor& lhs, const Tensor& rhs) {
@@ -31,9 +31,10 @@ void check_same_dtype(const std::string& op, const Tensor& lhs, const Tensor& rh
                 ", rhs: " + dtype_name(rhs.dtype()));
 }
 
-void check_pair(const std::string& op, const Tensor& lhs, const Tensor& rhs) {
-  check_defined(op, lhs);
-  check_defined(op, rhs);
+void check_pair(const std::string& op, const Tensor& lhs, const Tensor& rhs, const std::string& lhs_name,
+                const std::string& rhs_name) {
+  check_defined(op, lhs, lhs_name);
+  check_defined(op, rhs, rhs_name);
   check_same_device(op, lhs, rhs);
   check_same_dtype(op, lhs, rhs);
 }
@@ -57,7 +58,7 @@ Shape broadcast_shape(const std::string& op, const Shape& a, const Shape& b) {
 
 void check_dim(const std::string& op, const Tensor& x, size_t dim) {
   if (dim >= x.rank())
-    throw Error(op + ": dim " + std::to_string(dim) + " out of range for shape " + to_string(x.shape()));
+    throw Error(dim_out_of_range(op, dim, x.shape(), x.rank()));
 }
 
 void require_float(const std::string& op, const Tensor& x) {

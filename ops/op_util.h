@@ -29,14 +29,17 @@ inline constexpr bool is_float_v = std::is_floating_point_v<T> || std::is_same_v
 [[noreturn]] void unsupported(const std::string& op, DType dtype, const Device& device);
 // "add: this build of wick has no CUDA support"
 [[noreturn]] void no_cuda(const std::string& op);
-void check_defined(const std::string& op, const Tensor& t);
+// "matmul: lhs is an empty (default-constructed) tensor": `what` names the argument.
+void check_defined(const std::string& op, const Tensor& t, const std::string& what = "x");
 // candle's "device mismatch in add, lhs: Cpu, rhs: Cuda { gpu_id: 0 }"
 void check_same_device(const std::string& op, const Tensor& lhs, const Tensor& rhs);
 // candle's "dtype mismatch in add, lhs: F32, rhs: F16"
 void check_same_dtype(const std::string& op, const Tensor& lhs, const Tensor& rhs);
 // The checks every two-tensor op starts with, in this order: both defined, then
-// check_same_device, then check_same_dtype.
-void check_pair(const std::string& op, const Tensor& lhs, const Tensor& rhs);
+// check_same_device, then check_same_dtype. The names label the arguments in the
+// empty-tensor message.
+void check_pair(const std::string& op, const Tensor& lhs, const Tensor& rhs, const std::string& lhs_name = "lhs",
+                const std::string& rhs_name = "rhs");
 // candle's "shape mismatch in add, lhs: [2, 3], rhs: [4]"
 [[noreturn]] void throw_shape_mismatch(const std::string& op, const Shape& lhs, const Shape& rhs);
 // numpy broadcasting of two shapes, or throw_shape_mismatch(op, a, b).

@@ -170,7 +170,7 @@ Tensor argmin(const Tensor& x, size_t dim, bool keepdim) {
 }
 
 Tensor sum_to(const Tensor& grad, const Shape& shape) {
-  check_defined("sum_to", grad);
+  check_defined("sum_to", grad, "the gradient");
   if (grad.shape() == shape) return grad;
   const size_t r = grad.rank();
   bool ok = shape.rank() <= r;

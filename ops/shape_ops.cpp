@@ -76,11 +76,11 @@ void index_add(const Tensor& dst, const Tensor& idx, const std::vector<int64_t>&
 Tensor cat(const std::vector<Tensor>& ts, size_t dim) {
   if (ts.empty()) throw Error("cat: empty list of tensors");
   const Tensor& first = ts[0];
-  check_defined("cat", first);
+  check_defined("cat", first, "tensor 1");
   check_dim("cat", first, dim);
   size_t total = 0;
   for (size_t i = 0; i < ts.size(); ++i) {
-    check_pair("cat", first, ts[i]);
+    check_pair("cat", first, ts[i], "tensor 1", "tensor " + std::to_string(i + 1));
     bool ok = ts[i].rank() == first.rank();
     for (size_t d = 0; ok && d < first.rank(); ++d) ok = d == dim || ts[i].dim(d) == first.dim(d);
     if (!ok)
@@ -107,17 +107,20 @@ Tensor cat(const std::vector<Tensor>& ts, size_t dim) {
   });
 }
 
-Tensor index_select(const Tensor& x, const Tensor& indices, size_t dim) {
-  check_defined("index_select", x);
-  check_defined("index_select", indices);
-  check_same_device("index_select", x, indices);
-  check_dim("index_select", x, dim);
+namespace {
+
+// index_select under the name of the op the caller called (index_select or embedding), so
+// every message names that op.
+Tensor gather(const char* name, const Tensor& x, const Tensor& indices, size_t dim) {
+  check_same_device(name, x, indices);
+  check_dim(name, x, dim);
   if (indices.rank() != 1)
-    throw Error("index_select: indices must have rank 1, got shape " + to_string(indices.shape()));
-  auto [idx, host] = checked_indices("index_select", indices, x.dim(dim), dim, x.shape());
+    throw Error(std::string(name) + ": indices must have rank 1, got shape " + to_string(indices.shape()));
+  auto [idx, host] = checked_indices(name, indices, x.dim(dim), dim, x.shape());
+  const size_t n = host.size();
   const Split p = split_at(x.shape(), dim);
   std::vector<size_t> od = x.dims();
-  od[dim] = host.size();
+  od[dim] = n;
   Tensor out = Tensor::empty(Shape(od), x.dtype(), x.device());
   if (out.elem_count() > 0) {
     Tensor xc = x.detach().contiguous();
@@ -127,16 +130,16 @@ Tensor index_select(const Tensor& x, const Tensor& indices, size_t dim) {
       char* dst = static_cast<char*>(out.data_ptr());
       const size_t row = p.inner * es;
       for (size_t o = 0; o < p.outer; ++o)
-        for (size_t j = 0; j < host.size(); ++j)
-          std::memcpy(dst + (o * host.size() + j) * row, src + (o * p.dim + static_cast<size_t>(host[j])) * row, row);
+        for (size_t j = 0; j < n; ++j)
+          std::memcpy(dst + (o * n + j) * row, src + (o * p.dim + static_cast<size_t>(host[j])) * row, row);
     } else {
 #ifdef WICK_WITH_CUDA
       set_current_device(x.device());
       kernels::index_select(es, xc.data_ptr(), static_cast<int64_t>(p.outer), static_cast<int64_t>(p.dim),
                             static_cast<int64_t>(p.inner), static_cast<const int64_t*>(idx.data_ptr()),
-                            static_cast<int64_t>(host.size()), out.data_ptr());
+                            static_cast<int64_t>(n), out.data_ptr());
 #else
-      no_cuda("index_select");
+      no_cuda(name);
 #endif
     }
   }
@@ -151,15 +154,24 @@ Tensor index_select(const Tensor& x, const Tensor& indices, size_t dim) {
   });
 }
 
+}  // namespace
+
+Tensor index_select(const Tensor& x, const Tensor& indices, size_t dim) {
+  check_defined("index_select", x, "x");
+  check_defined("index_select", indices, "indices");
+  return gather("index_select", x, indices, dim);
+}
+
 Tensor embedding(const Tensor& ids, const Tensor& table) {
-  check_defined("embedding", ids);
-  check_defined("embedding", table);
+  check_defined("embedding", ids, "ids");
+  check_defined("embedding", table, "table");
   if (table.rank() != 2)
     throw Error("embedding: table must have rank 2 (vocab, hidden), got shape " + to_string(table.shape()));
+  check_same_device("embedding", ids, table);
   Tensor flat = ids.contiguous().reshape(Shape{ids.elem_count()});
   std::vector<size_t> od = ids.dims();
   od.push_back(table.dim(1));
-  return index_select(table, flat, 0).reshape(Shape(od));
+  return gather("embedding", table, flat, 0).reshape(Shape(od));
 }
 
 }  // namespace wick

@@ -10,9 +10,7 @@ namespace {
 std::string ctx(const char* op, const Shape& s) { return std::string(op) + ": shape " + to_string(s); }
 
 void check_dim(const char* op, const Shape& s, size_t dim, size_t limit) {
-  if (dim >= limit)
-    throw Error(ctx(op, s) + ", dim " + std::to_string(dim) + " out of range for rank " +
-                std::to_string(s.rank()));
+  if (dim >= limit) throw Error(dim_out_of_range(op, dim, s, limit));
 }
 }  // namespace
 

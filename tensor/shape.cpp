@@ -79,4 +79,10 @@ std::string to_string(const Shape& s) { return join_debug(s.dims()); }
 std::string to_string(const std::vector<int64_t>& v) { return join_debug(v); }
 std::string to_string(const std::vector<size_t>& v) { return join_debug(v); }
 
+std::string dim_out_of_range(const std::string& op, size_t dim, const Shape& s, size_t limit) {
+  const std::string valid = limit == 0 ? std::string("none") : "0..=" + std::to_string(limit - 1);
+  return op + ": dim " + std::to_string(dim) + " out of range for shape " + to_string(s) + " (rank " +
+         std::to_string(s.rank()) + ", valid dims " + valid + ")";
+}
+
 }  // namespace wick

@@ -46,4 +46,11 @@ std::string to_string(const Shape& s);
 std::string to_string(const std::vector<int64_t>& v);
 std::string to_string(const std::vector<size_t>& v);
 
+// The one text for a dim a shape does not have, shared by views, Tensor::dim and the ops:
+// "{op}: dim {dim} out of range for shape {shape:?} (rank {rank}, valid dims {valid})".
+// `limit` is one past the largest valid dim: the rank for most ops, rank + 1 for unsqueeze
+// (which inserts a dim and so also accepts dim == rank); {valid} is "0..={limit - 1}", or
+// "none" when limit is 0 (a dim of a rank-0 tensor).
+std::string dim_out_of_range(const std::string& op, size_t dim, const Shape& s, size_t limit);
+
 }  // namespace wick

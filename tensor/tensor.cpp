@@ -21,7 +21,7 @@ namespace {
 std::atomic<uint64_t> g_next_id{1};
 
 void require_defined(const void* impl, const char* what) {
-  if (!impl) throw Error(std::string(what) + ": the tensor is empty (default-constructed)");
+  if (!impl) throw Error(std::string(what) + ": the tensor is an empty (default-constructed) tensor");
 }
 
 // Converts host doubles into `dtype` elements at dst.
@@ -152,7 +152,7 @@ const Layout& Tensor::layout() const {
 }
 size_t Tensor::dim(size_t i) const {
   if (i >= rank())
-    throw Error("dim: index " + std::to_string(i) + " out of range for shape " + to_string(shape()));
+    throw Error(dim_out_of_range("dim", i, shape(), rank()));
   return dims()[i];
 }
 DType Tensor::dtype() const {

@@ -135,7 +135,7 @@ TEST_CASE("custom op: each missing part raises an error naming the op") {
                        Error);
 
   CHECK_THROWS_WITH_AS(cube_op()({}), "custom op 'cube': called with no inputs", Error);
-  CHECK_THROWS_WITH_AS(cube_op()({Tensor()}), "custom op 'cube': input 0 is an empty tensor", Error);
+  CHECK_THROWS_WITH_AS(cube_op()({Tensor()}), "custom op 'cube': input 0 is an empty (default-constructed) tensor", Error);
 
   CustomOp empty_out = cube_op();
   empty_out.cpu_forward = [](const std::vector<Tensor>&) { return std::vector<Tensor>{}; };

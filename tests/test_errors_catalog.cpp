@@ -135,12 +135,12 @@ std::string cublas_check_text(bool expected) {
 
 std::vector<Entry> tensor_entries() {
   std::vector<Entry> e;
-  e.push_back({"L01", "{op}: shape {shape:?}, dim {dim} out of range for rank {rank}", Where::Devices,
+  e.push_back({"L01", "{op}: dim {dim} out of range for shape {shape:?} (rank {rank}, valid dims {valid})", Where::Devices,
                [](D d) { return error_of([&] { x234(d).narrow(3, 0, 1); }); },
-               "narrow: shape [2, 3, 4], dim 3 out of range for rank 3"});
-  e.push_back({"L01", "{op}: shape {shape:?}, dim {dim} out of range for rank {rank}", Where::Devices,
+               "narrow: dim 3 out of range for shape [2, 3, 4] (rank 3, valid dims 0..=2)"});
+  e.push_back({"L01", "{op}: dim {dim} out of range for shape {shape:?} (rank {rank}, valid dims {valid})", Where::Devices,
                [](D d) { return error_of([&] { x234(d).unsqueeze(4); }); },
-               "unsqueeze: shape [2, 3, 4], dim 4 out of range for rank 3"});
+               "unsqueeze: dim 4 out of range for shape [2, 3, 4] (rank 3, valid dims 0..=3)"});
   e.push_back({"L02", "narrow: shape {shape:?}, dim {dim}: start {start} + len {len} exceeds size {size}", Where::Devices,
                [](D d) { return error_of([&] { x234(d).narrow(1, 2, 2); }); },
                "narrow: shape [2, 3, 4], dim 1: start 2 + len 2 exceeds size 3"});
@@ -172,18 +172,18 @@ std::vector<Entry> tensor_entries() {
                Where::Devices,
                [](D d) { return error_of([&] { Tensor t(Storage::allocate(8, d), Layout::contiguous(Shape{4}), DType::F32); }); },
                "tensor: layout [4] stride [1] offset 0 needs 16 bytes but the storage holds 8"});
-  e.push_back({"L12", "{op}: the tensor is empty (default-constructed)", Where::Cpu,
+  e.push_back({"L12", "{op}: {what} is an empty (default-constructed) tensor", Where::Cpu,
                [](D) { return error_of([] { Tensor().dtype(); }); },
-               "dtype: the tensor is empty (default-constructed)"});
-  e.push_back({"L12", "{op}: the tensor is empty (default-constructed)", Where::Devices,
+               "dtype: the tensor is an empty (default-constructed) tensor"});
+  e.push_back({"L12", "{op}: {what} is an empty (default-constructed) tensor", Where::Devices,
                [](D d) { return error_of([&] { matmul(Tensor(), x234(d)); }); },
-               "matmul: the tensor is empty (default-constructed)"});
-  e.push_back({"L12", "{op}: the tensor is empty (default-constructed)", Where::Devices,
+               "matmul: lhs is an empty (default-constructed) tensor"});
+  e.push_back({"L12", "{op}: {what} is an empty (default-constructed) tensor", Where::Devices,
                [](D d) { return error_of([&] { mul(x234(d), Tensor()); }); },
-               "mul: the tensor is empty (default-constructed)"});
-  e.push_back({"L12", "{op}: the tensor is empty (default-constructed)", Where::Cpu,
+               "mul: rhs is an empty (default-constructed) tensor"});
+  e.push_back({"L12", "{op}: {what} is an empty (default-constructed) tensor", Where::Cpu,
                [](D) { return error_of([] { Tensor().backward(); }); },
-               "backward: the tensor is empty (default-constructed)"});
+               "backward: the output is an empty (default-constructed) tensor"});
   e.push_back({"L13", "from_vec: {n} values for shape {shape:?} ({elems} elements)", Where::Devices,
                [](D d) { return error_of([&] { Tensor::from_vec(std::vector<float>{1, 2, 3}, Shape{2, 2}, d); }); },
                "from_vec: 3 values for shape [2, 2] (4 elements)"});
@@ -193,9 +193,9 @@ std::vector<Entry> tensor_entries() {
   e.push_back({"L15", "item: tensor of shape {shape:?} does not hold exactly one element", Where::Devices,
                [](D d) { return error_of([&] { Tensor::ones({2}, DType::F32, d).item(); }); },
                "item: tensor of shape [2] does not hold exactly one element"});
-  e.push_back({"L16", "dim: index {i} out of range for shape {shape:?}", Where::Devices,
+  e.push_back({"L16", "dim: dim {dim} out of range for shape {shape:?} (rank {rank}, valid dims {valid})", Where::Devices,
                [](D d) { return error_of([&] { x234(d).dim(5); }); },
-               "dim: index 5 out of range for shape [2, 3, 4]"});
+               "dim: dim 5 out of range for shape [2, 3, 4] (rank 3, valid dims 0..=2)"});
   e.push_back({"L17", "requires_grad: only float tensors can require grad, got {dt:?}", Where::Devices,
                [](D d) { return error_of([&] { Tensor::arange(0, 3, DType::I64, d).requires_grad(true); }); },
                "requires_grad: only float tensors can require grad, got I64"});
@@ -251,12 +251,21 @@ std::vector<Entry> ops_entries() {
   e.push_back({"O04", "shape mismatch in {op}, lhs: {lhs:?}, rhs: {rhs:?}", Where::Devices,
                [](D d) { return error_of([&] { add(Tensor::ones({2, 3}, DType::F32, d), Tensor::ones({4}, DType::F32, d)); }); },
                "shape mismatch in add, lhs: [2, 3], rhs: [4]"});
-  e.push_back({"O04", "shape mismatch in {op}, lhs: {lhs:?}, rhs: {rhs:?}", Where::Devices,
+  e.push_back({"O21", "shape mismatch in matmul, lhs: {lhs:?}, rhs: {rhs:?}: {reason}", Where::Devices,
                [](D d) { return error_of([&] { matmul(Tensor::ones({2, 3}, DType::F32, d), Tensor::ones({2, 3}, DType::F32, d)); }); },
-               "shape mismatch in matmul, lhs: [2, 3], rhs: [2, 3]"});
-  e.push_back({"O05", "{op}: dim {dim} out of range for shape {shape:?}", Where::Devices,
+               "shape mismatch in matmul, lhs: [2, 3], rhs: [2, 3]: inner dims differ: lhs k (its last dim) is 3, rhs k "
+               "(its second-to-last dim) is 2"});
+  e.push_back({"O21", "shape mismatch in matmul, lhs: {lhs:?}, rhs: {rhs:?}: {reason}", Where::Devices,
+               [](D d) { return error_of([&] { matmul(Tensor::ones({3}, DType::F32, d), Tensor::ones({3, 2}, DType::F32, d)); }); },
+               "shape mismatch in matmul, lhs: [3], rhs: [3, 2]: both sides need rank >= 2 (lhs has rank 1, rhs rank 2)"});
+  e.push_back({"O21", "shape mismatch in matmul, lhs: {lhs:?}, rhs: {rhs:?}: {reason}", Where::Devices,
+               [](D d) {
+                 return error_of([&] { matmul(Tensor::ones({2, 2, 3}, DType::F32, d), Tensor::ones({3, 3, 2}, DType::F32, d)); });
+               },
+               "shape mismatch in matmul, lhs: [2, 2, 3], rhs: [3, 3, 2]: batch dims [2] and [3] do not broadcast"});
+  e.push_back({"O05", "{op}: dim {dim} out of range for shape {shape:?} (rank {rank}, valid dims {valid})", Where::Devices,
                [](D d) { return error_of([&] { argmax(Tensor::ones({2, 3}, DType::F32, d), 2); }); },
-               "argmax: dim 2 out of range for shape [2, 3]"});
+               "argmax: dim 2 out of range for shape [2, 3] (rank 2, valid dims 0..=1)"});
   e.push_back({"O06", "{op}: dim {dim} appears twice in {dims:?} for shape {shape:?}", Where::Devices,
                [](D d) { return error_of([&] { sum(Tensor::ones({2, 3}, DType::F32, d), {1, 1}); }); },
                "sum: dim 1 appears twice in [1, 1] for shape [2, 3]"});
@@ -306,12 +315,23 @@ std::vector<Entry> ops_entries() {
                  return error_of([&] { index_select(x234(d), Tensor::zeros({2}, DType::F32, d), 0); });
                },
                "index_select: indices must be U32, I32 or I64, got F32"});
+  e.push_back({"O16", "{op}: indices must be U32, I32 or I64, got {dt:?}", Where::Devices,
+               [](D d) {
+                 return error_of([&] { embedding(Tensor::zeros({2}, DType::F32, d), Tensor::ones({3, 2}, DType::F32, d)); });
+               },
+               "embedding: indices must be U32, I32 or I64, got F32"});
   e.push_back({"O17", "{op}: index {i} out of range for dim {dim} of size {size} (shape {shape:?})", Where::Devices,
                [](D d) {
                  Tensor idx = Tensor::from_vec(std::vector<int64_t>{0, 5}, Shape{2}, d);
                  return error_of([&] { index_select(x234(d), idx, 1); });
                },
                "index_select: index 5 out of range for dim 1 of size 3 (shape [2, 3, 4])"});
+  e.push_back({"O17", "{op}: index {i} out of range for dim {dim} of size {size} (shape {shape:?})", Where::Devices,
+               [](D d) {
+                 Tensor ids = Tensor::from_vec(std::vector<int64_t>{1, 4}, Shape{2}, d);
+                 return error_of([&] { embedding(ids, Tensor::ones({3, 2}, DType::F32, d)); });
+               },
+               "embedding: index 4 out of range for dim 0 of size 3 (shape [3, 2])"});
   e.push_back({"O18", "index_select: indices must have rank 1, got shape {shape:?}", Where::Devices,
                [](D d) {
                  Tensor idx = Tensor::from_vec(std::vector<int64_t>{0, 1}, Shape{1, 2}, d);
@@ -412,9 +432,9 @@ std::vector<Entry> autograd_entries() {
                "custom op: the op has no name (set CustomOp::name)"});
   e.push_back({"G12", "custom op '{name}': called with no inputs", Where::Cpu,
                [](D) { return error_of([] { cube_op()({}); }); }, "custom op 'cube': called with no inputs"});
-  e.push_back({"G13", "custom op '{name}': input {i} is an empty tensor", Where::Devices,
+  e.push_back({"G13", "custom op '{name}': input {i} is an empty (default-constructed) tensor", Where::Devices,
                [](D d) { return error_of([&] { cube_op()({f64_leaf(d), Tensor()}); }); },
-               "custom op 'cube': input 1 is an empty tensor"});
+               "custom op 'cube': input 1 is an empty (default-constructed) tensor"});
   e.push_back({"G14", "custom op '{name}': no {cpu|cuda} forward, so it cannot run on {device:?} inputs", Where::Devices,
                [](D d) {
                  autograd::CustomOp op = cube_op();
@@ -451,9 +471,9 @@ std::vector<Entry> autograd_entries() {
                [](D d) { return error_of([&] { cube_op()({f64_leaf(D::cpu()), f64_leaf(d)}); }); },
                "device mismatch in cube, lhs: Cpu, rhs: Cuda { gpu_id: 0 }"});
   // ---- gradcheck ----
-  e.push_back({"G18", "gradcheck: the function returned an empty tensor", Where::Cpu,
+  e.push_back({"G18", "gradcheck: the function's output is an empty (default-constructed) tensor", Where::Cpu,
                [](D d) { return error_of([&] { autograd::gradcheck([](const Grads&) { return Tensor(); }, {f64_leaf(d)}); }); },
-               "gradcheck: the function returned an empty tensor"});
+               "gradcheck: the function's output is an empty (default-constructed) tensor"});
   e.push_back({"G19", "gradcheck: the function must return a float tensor, got {dt:?}", Where::Cpu,
                [](D d) {
                  return error_of([&] { autograd::gradcheck([](const Grads& in) { return gt(in[0], in[0]); }, {f64_leaf(d)}); });
@@ -484,8 +504,8 @@ std::vector<Entry> autograd_entries() {
                },
                "gradcheck_device: the output on Cpu has 2 elements, on Cpu 3"});
   // ---- optimizers ----
-  e.push_back({"G23", "{optimizer}: parameter {i} is an empty tensor", Where::Cpu,
-               [](D) { return error_of([] { autograd::SGD({Tensor()}, {0.1}); }); }, "SGD: parameter 0 is an empty tensor"});
+  e.push_back({"G23", "{optimizer}: parameter {i} is an empty (default-constructed) tensor", Where::Cpu,
+               [](D) { return error_of([] { autograd::SGD({Tensor()}, {0.1}); }); }, "SGD: parameter 0 is an empty (default-constructed) tensor"});
   e.push_back({"G24", "{optimizer}: parameter {i} has dtype {dt:?}; parameters must be float", Where::Devices,
                [](D d) { return error_of([&] { autograd::AdamW({Tensor::arange(0, 3, DType::I64, d)}, {}); }); },
                "AdamW: parameter 0 has dtype I64; parameters must be float"});
@@ -550,33 +570,33 @@ std::vector<Entry> cuda_entries() {
   kernel_entry("C03", "cuBLAS: invalid device {device}", Where::CudaBuild,
                KERNEL_CALL(kernels::gemm(kernels::ElemType::F32, -1, gemm_1x1x1(), nullptr, nullptr, nullptr)),
                "cuBLAS: invalid device -1");
-  kernel_entry("C04", "cuBLAS gemm: unsupported element type", Where::Gpu,
+  kernel_entry("C04", "cuBLAS gemm: F32, F64, F16 or BF16 only, got {type:?}", Where::CudaBuild,
                KERNEL_CALL(kernels::gemm(kernels::ElemType::I32, 0, gemm_1x1x1(), nullptr, nullptr, nullptr)),
-               "cuBLAS gemm: unsupported element type");
-  kernel_entry("C05", "CUDA kernel: unknown element type", Where::CudaBuild,
+               "cuBLAS gemm: F32, F64, F16 or BF16 only, got I32");
+  kernel_entry("C05", "CUDA kernel: unknown element type, got {type}", Where::CudaBuild,
                KERNEL_CALL(kernels::reduce_rows(kernels::ReduceOp::Sum, static_cast<kernels::ElemType>(42), nullptr, 1,
                                                 1, nullptr)),
-               "CUDA kernel: unknown element type");
-  kernel_entry("C06", "{kernel} kernel: float types only", Where::CudaBuild,
+               "CUDA kernel: unknown element type, got ElemType(42)");
+  kernel_entry("C06", "{kernel} kernel: float types only, got {type:?}", Where::CudaBuild,
                KERNEL_CALL(kernels::unary(kernels::UnaryOp::Neg, kernels::ElemType::I32, nullptr,
                                           kernels::StridedView{}, nullptr, 1, 0, 0)),
-               "unary kernel: float types only");
-  kernel_entry("C06", "{kernel} kernel: float types only", Where::CudaBuild,
+               "unary kernel: float types only, got I32");
+  kernel_entry("C06", "{kernel} kernel: float types only, got {type:?}", Where::CudaBuild,
                KERNEL_CALL(kernels::softmax_rows(false, kernels::ElemType::I64, nullptr, nullptr, 1, 1)),
-               "softmax kernel: float types only");
-  kernel_entry("C07", "{kernel} kernel: element size must be 1, 2, 4 or 8", Where::CudaBuild,
+               "softmax kernel: float types only, got I64");
+  kernel_entry("C07", "{kernel} kernel: element size must be 1, 2, 4 or 8, got {size}", Where::CudaBuild,
                KERNEL_CALL(kernels::copy_strided(3, nullptr, kernels::StridedView{}, nullptr, kernels::StridedView{}, 1)),
-               "copy kernel: element size must be 1, 2, 4 or 8");
-  kernel_entry("C07", "{kernel} kernel: element size must be 1, 2, 4 or 8", Where::CudaBuild,
+               "copy kernel: element size must be 1, 2, 4 or 8, got 3");
+  kernel_entry("C07", "{kernel} kernel: element size must be 1, 2, 4 or 8, got {size}", Where::CudaBuild,
                KERNEL_CALL(kernels::index_select(16, nullptr, 1, 1, 1, nullptr, 1, nullptr)),
-               "index_select kernel: element size must be 1, 2, 4 or 8");
-  kernel_entry("C08", "index_add kernel: F32 or F64 only", Where::CudaBuild,
+               "index_select kernel: element size must be 1, 2, 4 or 8, got 16");
+  kernel_entry("C08", "index_add kernel: F32 or F64 only, got {type:?}", Where::CudaBuild,
                KERNEL_CALL(kernels::index_add(kernels::ElemType::F16, nullptr, 1, 1, 1, nullptr, 1, nullptr)),
-               "index_add kernel: F32 or F64 only");
-  kernel_entry("C09", "{kernel} kernel: more than 2^31 - 1 rows", Where::CudaBuild,
+               "index_add kernel: F32 or F64 only, got F16");
+  kernel_entry("C09", "{kernel} kernel: more than 2^31 - 1 rows, got {rows}", Where::CudaBuild,
                KERNEL_CALL(kernels::rms_norm_rows(kernels::ElemType::F32, nullptr, nullptr, nullptr, int64_t{1} << 31, 1,
                                                   1e-5)),
-               "norm kernel: more than 2^31 - 1 rows");
+               "norm kernel: more than 2^31 - 1 rows, got 2147483648");
   kernel_entry("C10", "flash_fwd: head_size {head_size} is outside 1..512", Where::CudaBuild,
                KERNEL_CALL(kernels::flash_fwd(flash_params(520, 2, 1), nullptr)),
                "flash_fwd: head_size 520 is outside 1..512");

@@ -13,10 +13,11 @@ TEST_CASE("ops errors: shape, dtype and device mismatches name the op and both s
   check_error([&] { (void)lt(a, b); }, "shape mismatch in lt, lhs: [2, 3], rhs: [4]");
   check_error([&] { (void)sub(a, a.to_dtype(DType::F16)); }, "dtype mismatch in sub, lhs: F32, rhs: F16");
   check_error([&] { (void)matmul(a, Tensor::randn({4, 5}, DType::F32, cpu, 3)); },
-              "shape mismatch in matmul, lhs: [2, 3], rhs: [4, 5]");
-  check_error([&] { (void)matmul(b, a); }, "shape mismatch in matmul, lhs: [4], rhs: [2, 3]");
+              "shape mismatch in matmul, lhs: [2, 3], rhs: [4, 5]: inner dims differ: lhs k (its last dim) is 3, "
+              "rhs k (its second-to-last dim) is 4");
+  check_error([&] { (void)matmul(b, a); }, "shape mismatch in matmul, lhs: [4], rhs: [2, 3]: both sides need rank >= 2 (lhs has rank 1, rhs rank 2)");
   check_error([&] { (void)matmul(Tensor::randn({2, 2, 3}, DType::F32, cpu, 4), Tensor::randn({3, 3, 1}, DType::F32, cpu, 5)); },
-              "shape mismatch in matmul, lhs: [2, 2, 3], rhs: [3, 3, 1]");
+              "shape mismatch in matmul, lhs: [2, 2, 3], rhs: [3, 3, 1]: batch dims [2] and [3] do not broadcast");
   check_error([&] { (void)cat({a, Tensor::randn({3, 3}, DType::F32, cpu, 6)}, 1); },
               "shape mismatch in cat for dim 1, shape for arg 1: [2, 3] shape for arg 2: [3, 3]");
   check_error([&] { (void)copy_into(a, b); }, "shape mismatch in copy_into, lhs: [2, 3], rhs: [4]");
@@ -46,9 +47,9 @@ TEST_CASE("ops errors: unsupported dtypes name the op, dtype and device") {
 TEST_CASE("ops errors: dims, indices and argument shapes") {
   Device cpu = Device::cpu();
   Tensor x = Tensor::randn({2, 3}, DType::F32, cpu, 7);
-  check_error([&] { (void)sum(x, {2}); }, "sum: dim 2 out of range for shape [2, 3]");
+  check_error([&] { (void)sum(x, {2}); }, "sum: dim 2 out of range for shape [2, 3] (rank 2, valid dims 0..=1)");
   check_error([&] { (void)sum(x, {1, 1}); }, "sum: dim 1 appears twice in [1, 1] for shape [2, 3]");
-  check_error([&] { (void)argmax(x, 5); }, "argmax: dim 5 out of range for shape [2, 3]");
+  check_error([&] { (void)argmax(x, 5); }, "argmax: dim 5 out of range for shape [2, 3] (rank 2, valid dims 0..=1)");
   check_error([&] { (void)max(Tensor::zeros({2, 0}, DType::F32, cpu), {1}); },
               "max: cannot reduce over an empty dim of shape [2, 0]");
   check_error([&] { (void)softmax(Tensor::full({}, 1.0, DType::F32, cpu)); }, "softmax: needs rank >= 1, got shape []");
@@ -69,24 +70,25 @@ TEST_CASE("ops errors: dims, indices and argument shapes") {
   check_error([&] { (void)embedding(Tensor::from_vec<int64_t>({0}, {1}, cpu), x.reshape({6})); },
               "embedding: table must have rank 2 (vocab, hidden), got shape [6]");
   check_error([&] { (void)cat({}, 0); }, "cat: empty list of tensors");
-  check_error([&] { (void)cat({x}, 2); }, "cat: dim 2 out of range for shape [2, 3]");
+  check_error([&] { (void)cat({x}, 2); }, "cat: dim 2 out of range for shape [2, 3] (rank 2, valid dims 0..=1)");
   check_error([&] { (void)sum_to(x, Shape{4}); }, "sum_to: cannot sum [2, 3] down to [4]");
 }
 
 TEST_CASE("ops errors: an empty (default-constructed) input is reported under the op's name") {
   Tensor x = Tensor::randn({2, 3}, DType::F32, Device::cpu(), 9);
   Tensor none;
-  const std::string empty = ": the tensor is empty (default-constructed)";
-  check_error([&] { (void)add(x, none); }, "add" + empty);
-  check_error([&] { (void)sub(none, x); }, "sub" + empty);
-  check_error([&] { (void)mul(x, none); }, "mul" + empty);
-  check_error([&] { (void)div(none, x); }, "div" + empty);
-  check_error([&] { (void)maximum(x, none); }, "maximum" + empty);
-  check_error([&] { (void)minimum(none, x); }, "minimum" + empty);
-  check_error([&] { (void)log(none); }, "log" + empty);
-  check_error([&] { (void)relu(none); }, "relu" + empty);
-  check_error([&] { (void)gelu(none); }, "gelu" + empty);
-  check_error([&] { (void)silu(none); }, "silu" + empty);
-  check_error([&] { (void)powf(none, 2.0); }, "powf" + empty);
-  check_error([&] { (void)exp(none); }, "exp" + empty);
+  // The argument is named: lhs/rhs for binary ops, x for unary ones.
+  const std::string empty = " is an empty (default-constructed) tensor";
+  check_error([&] { (void)add(x, none); }, "add: rhs" + empty);
+  check_error([&] { (void)sub(none, x); }, "sub: lhs" + empty);
+  check_error([&] { (void)mul(x, none); }, "mul: rhs" + empty);
+  check_error([&] { (void)div(none, x); }, "div: lhs" + empty);
+  check_error([&] { (void)maximum(x, none); }, "maximum: rhs" + empty);
+  check_error([&] { (void)minimum(none, x); }, "minimum: lhs" + empty);
+  check_error([&] { (void)log(none); }, "log: x" + empty);
+  check_error([&] { (void)relu(none); }, "relu: x" + empty);
+  check_error([&] { (void)gelu(none); }, "gelu: x" + empty);
+  check_error([&] { (void)silu(none); }, "silu: x" + empty);
+  check_error([&] { (void)powf(none, 2.0); }, "powf: x" + empty);
+  check_error([&] { (void)exp(none); }, "exp: x" + empty);
 }
