@@ -27,31 +27,40 @@ Split split_at(const Shape& s, size_t dim) {
   return p;
 }
 
-// Validates the indices and returns them as a contiguous I64 tensor on their device, plus
-// a host copy. Every index must be in [0, size).
-std::pair<Tensor, std::vector<int64_t>> checked_indices(const char* name, const Tensor& idx, size_t size,
-                                                        size_t dim, const Shape& x_shape) {
+// Validates the indices and returns them as a contiguous I64 tensor on their device. Every
+// index must be in [0, size). CPU indices are checked where they lie (no extra copy); CUDA
+// indices are copied to the host once, which waits for the stream: a range check the host
+// can raise as a wick::Error at the call needs the values there, and a device-side flag
+// would need the same wait before it could be read.
+Tensor checked_indices(const char* name, const Tensor& idx, size_t size, size_t dim, const Shape& x_shape) {
   const DType dt = idx.dtype();
   if (dt != DType::U32 && dt != DType::I32 && dt != DType::I64)
     throw Error(std::string(name) + ": indices must be U32, I32 or I64, got " + dtype_name(dt));
   Tensor i64 = cast(idx.detach(), DType::I64).contiguous();
-  std::vector<int64_t> host = i64.to_vec<int64_t>();
-  for (int64_t v : host)
-    if (v < 0 || static_cast<size_t>(v) >= size)
-      throw Error(std::string(name) + ": index " + std::to_string(v) + " out of range for dim " +
-                  std::to_string(dim) + " of size " + std::to_string(size) + " (shape " + to_string(x_shape) + ")");
-  return {i64, host};
+  auto check = [&](const int64_t* v, size_t n) {
+    for (size_t j = 0; j < n; ++j)
+      if (v[j] < 0 || static_cast<size_t>(v[j]) >= size)
+        throw Error(std::string(name) + ": index " + std::to_string(v[j]) + " out of range for dim " +
+                    std::to_string(dim) + " of size " + std::to_string(size) + " (shape " + to_string(x_shape) + ")");
+  };
+  if (i64.device().is_cpu()) {
+    check(cpu_base<int64_t>(i64) + i64.layout().start_offset(), i64.elem_count());
+  } else {
+    const std::vector<int64_t> host = i64.to_vec<int64_t>();
+    check(host.data(), host.size());
+  }
+  return i64;
 }
 
 // dst (contiguous, F32/F64, outer x dim x inner) += scatter of src (outer x n x inner) at idx.
-void index_add(const Tensor& dst, const Tensor& idx, const std::vector<int64_t>& host_idx, const Tensor& src,
-               const Split& p) {
-  const size_t n = host_idx.size();
+void index_add(const Tensor& dst, const Tensor& idx, const Tensor& src, const Split& p) {
+  const size_t n = idx.elem_count();
   if (dst.device().is_cpu()) {
     visit_float("index_add", dst, [&](auto zero) {
       using T = decltype(zero);
       T* d = cpu_base_mut<T>(dst) + dst.layout().start_offset();
       const T* s = cpu_base<T>(src) + src.layout().start_offset();
+      const int64_t* host_idx = cpu_base<int64_t>(idx) + idx.layout().start_offset();
       for (size_t o = 0; o < p.outer; ++o)
         for (size_t j = 0; j < n; ++j) {
           T* drow = d + (o * p.dim + static_cast<size_t>(host_idx[j])) * p.inner;
@@ -116,8 +125,8 @@ Tensor gather(const char* name, const Tensor& x, const Tensor& indices, size_t d
   check_dim(name, x, dim);
   if (indices.rank() != 1)
     throw Error(std::string(name) + ": indices must have rank 1, got shape " + to_string(indices.shape()));
-  auto [idx, host] = checked_indices(name, indices, x.dim(dim), dim, x.shape());
-  const size_t n = host.size();
+  Tensor idx = checked_indices(name, indices, x.dim(dim), dim, x.shape());
+  const size_t n = idx.elem_count();
   const Split p = split_at(x.shape(), dim);
   std::vector<size_t> od = x.dims();
   od[dim] = n;
@@ -128,6 +137,7 @@ Tensor gather(const char* name, const Tensor& x, const Tensor& indices, size_t d
     if (x.device().is_cpu()) {
       const char* src = static_cast<const char*>(xc.data_ptr());
       char* dst = static_cast<char*>(out.data_ptr());
+      const int64_t* host = cpu_base<int64_t>(idx) + idx.layout().start_offset();
       const size_t row = p.inner * es;
       for (size_t o = 0; o < p.outer; ++o)
         for (size_t j = 0; j < n; ++j)
@@ -145,11 +155,11 @@ Tensor gather(const char* name, const Tensor& x, const Tensor& indices, size_t d
   }
   Shape xs = x.shape();
   const DType dt = x.dtype();
-  return autograd::record(out, "index_select", {x, indices}, [xs, dt, idx, host, dim](const Tensor& g) {
+  return autograd::record(out, "index_select", {x, indices}, [xs, dt, idx, dim](const Tensor& g) {
     const DType acc = dt == DType::F64 ? DType::F64 : DType::F32;
     Tensor dx = Tensor::zeros(xs, acc, g.device());
     Tensor gc = cast(g, acc).contiguous();
-    index_add(dx, idx, host, gc, split_at(xs, dim));
+    index_add(dx, idx, gc, split_at(xs, dim));
     return Grads{cast(dx, dt), Tensor()};
   });
 }
