@@ -25,15 +25,17 @@ namespace wick::kernels {
 namespace {
 
 // One handle per device, created on first use and kept for the process's life (destroying
-// handles at exit races the CUDA runtime's own teardown).
-cublasHandle_t handle_for(int device) {
+// handles at exit races the CUDA runtime's own teardown). Creation takes a mutex once per
+// device; after that each thread finds the handle in its own thread_local cache, so the
+// per-GEMM path takes no lock. The handle is the same for every thread (as before), and
+// bound to the legacy stream, which orders all of wick's work on the device.
+cublasHandle_t create_handle(int device) {
   static std::mutex mu;
   static std::vector<cublasHandle_t> handles;
   std::lock_guard<std::mutex> lock(mu);
-  if (device < 0) throw Error("cuBLAS: invalid device " + std::to_string(device));
   if (static_cast<size_t>(device) >= handles.size()) handles.resize(static_cast<size_t>(device) + 1, nullptr);
   if (!handles[device]) {
-    WICK_CUDA_CHECK(cudaSetDevice(device));
+    // cublasCreate binds the handle to the current device; the caller made it current.
     cublasHandle_t h = nullptr;
     WICK_CUBLAS_CHECK(cublasCreate(&h));
     WICK_CUBLAS_CHECK(cublasSetStream(h, cudaStreamLegacy));
@@ -42,10 +44,27 @@ cublasHandle_t handle_for(int device) {
   return handles[device];
 }
 
+cublasHandle_t handle_for(int device) {
+  thread_local std::vector<cublasHandle_t> cache;
+  if (static_cast<size_t>(device) < cache.size() && cache[device]) return cache[device];
+  cublasHandle_t h = create_handle(device);
+  if (static_cast<size_t>(device) >= cache.size()) cache.resize(static_cast<size_t>(device) + 1, nullptr);
+  cache[device] = h;
+  return h;
+}
+
+// Makes `device` current with at most one cudaSetDevice: the op layer has normally made it
+// current already (ops/matmul.cpp), and cudaGetDevice only reads the thread's state.
+void make_current(int device) {
+  int current = -1;
+  WICK_CUDA_CHECK(cudaGetDevice(&current));
+  if (current != device) WICK_CUDA_CHECK(cudaSetDevice(device));
+}
+
 }  // namespace
 
 void gemm(ElemType type, int device, const CublasGemm& g, const void* A, const void* B, void* C) {
-  // The element type is checked before any CUDA call, so a wrong one is reported as such.
+  if (device < 0) throw Error("cuBLAS: invalid device " + std::to_string(device));
   cudaDataType_t dt;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   switch (type) {
@@ -56,8 +75,8 @@ void gemm(ElemType type, int device, const CublasGemm& g, const void* A, const v
     default: throw Error("cuBLAS gemm: F32, F64, F16 or BF16 only, got " + elem_type_name(type));
   }
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
+  make_current(device);
   cublasHandle_t h = handle_for(device);
-  WICK_CUDA_CHECK(cudaSetDevice(device));
   const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const float one_f = 1.0f, zero_f = 0.0f;

@@ -9,7 +9,9 @@ namespace wick::kernels {
 // C = op(A) * op(B) per cuBLAS's column-major convention with the pointers named as cuBLAS
 // names them (A = row-major rhs base, B = row-major lhs base, C = output base), alpha 1,
 // beta 0. F32 (f32 compute), F16/BF16 (f32 compute), F64. `device` is the CUDA device that
-// holds A, B and C (its handle is used and it becomes current). Throws wick::Error on any failure.
+// holds A, B and C: it becomes current (cudaSetDevice only when it is not already) and its
+// handle is used. The handle lookup takes no lock after the device's first GEMM on a thread.
+// Throws wick::Error on any failure (arguments are checked before any CUDA call).
 void gemm(ElemType type, int device, const CublasGemm& args, const void* A, const void* B, void* C);
 
 }  // namespace wick::kernels
