@@ -122,6 +122,8 @@ GradStore grad(const Tensor& root, const BackwardOptions& options) {
                 std::to_string(root.elem_count()) +
                 " elements); without a seed only a single-element loss can be differentiated, "
                 "pass a seed gradient of the output's shape: backward(seed)");
+  // The seed is filled on the output's device (Tensor::full launches a fill kernel on a GPU),
+  // so a backward() does not wait for the device before its first rule runs.
   return grad(root, Tensor::ones(root.shape(), root.dtype(), root.device()), options);
 }
 

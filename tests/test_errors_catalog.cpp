@@ -25,6 +25,7 @@
 
 #include "kernels/copy.h"
 #include "kernels/cublas_gemm.h"
+#include "kernels/fill.h"
 #include "kernels/flash/flash_fwd.h"
 #include "kernels/index.h"
 #include "kernels/norm.h"
@@ -590,6 +591,8 @@ std::vector<Entry> cuda_entries() {
   kernel_entry("C07", "{kernel} kernel: element size must be 1, 2, 4 or 8, got {size}", Where::CudaBuild,
                KERNEL_CALL(kernels::index_select(16, nullptr, 1, 1, 1, nullptr, 1, nullptr)),
                "index_select kernel: element size must be 1, 2, 4 or 8, got 16");
+  kernel_entry("C07", "{kernel} kernel: element size must be 1, 2, 4 or 8, got {size}", Where::CudaBuild,
+               KERNEL_CALL(kernels::fill(3, nullptr, nullptr, 1)), "fill kernel: element size must be 1, 2, 4 or 8, got 3");
   kernel_entry("C08", "index_add kernel: F32 or F64 only, got {type:?}", Where::CudaBuild,
                KERNEL_CALL(kernels::index_add(kernels::ElemType::F16, nullptr, 1, 1, 1, nullptr, 1, nullptr)),
                "index_add kernel: F32 or F64 only, got F16");

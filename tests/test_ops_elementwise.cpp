@@ -243,3 +243,28 @@ TEST_CASE("ops: to_device round trips any layout") {
   CHECK(back.to_f64_vec() == x.t().to_f64_vec());
   CHECK(x.to_device(Device::cpu()).same_storage(x));
 }
+
+// Tensor::full fills on the device (a fill kernel on CUDA, no host buffer): every dtype and
+// element size, sizes that leave a partial block, and an empty tensor, against the value
+// converted on the host (f16/bf16 round the same way on both paths).
+TEST_CASE("ops: full and ones give the converted value in every element on every device") {
+  const std::vector<double> values{1.0, -2.75, 3.1415926535, 200.5};  // each fits every dtype it goes into
+  for (Device dev : test_devices()) {
+    DEVICE_CONTEXT(dev);
+    for (DType dt : {DType::U8, DType::U32, DType::I16, DType::I32, DType::I64, DType::BF16, DType::F16, DType::F32,
+                     DType::F64})
+      for (double v : values) {
+        if (!is_float(dt) && v < 0) continue;  // negative values into unsigned types are not a fill question
+        INFO(dtype_name(dt), " value ", v);
+        for (size_t n : {size_t{1}, size_t{257}, size_t{0}}) {
+          Tensor t = Tensor::full({n}, v, dt, dev);
+          Tensor want = Tensor::full({n}, v, dt, Device::cpu());
+          CHECK(t.dtype() == dt);
+          CHECK(t.to_f64_vec() == want.to_f64_vec());
+          if (n > 0) CHECK(want.to_f64_vec()[0] != 0.0);
+        }
+      }
+    Tensor o = Tensor::ones({3, 5}, DType::BF16, dev);
+    CHECK(o.to_f64_vec() == std::vector<double>(15, 1.0));
+  }
+}
