@@ -50,6 +50,13 @@ void cpu_cast(const Tensor& src, const Tensor& out) {
 void copy_into(const Tensor& dst, const Tensor& src) {
   check_pair("copy_into", dst, src, "dst", "src");
   if (!(dst.shape() == src.shape())) throw_shape_mismatch("copy_into", dst.shape(), src.shape());
+  // A stride-0 dim of size > 1 (a broadcast view) maps several elements to one storage
+  // element: the writes would collide and all but one value would be lost.
+  for (size_t d = 0; d < dst.rank(); ++d)
+    if (dst.dims()[d] > 1 && dst.stride()[d] == 0)
+      throw Error("copy_into: dst (shape " + to_string(dst.shape()) + ", stride " + to_string(dst.stride()) +
+                  ") is a broadcast view: dim " + std::to_string(d) +
+                  " has stride 0, so several elements would be written to one place");
   const size_t es = dtype_size(src.dtype());
   if (src.elem_count() == 0) return;
   if (src.device().is_cpu()) {

@@ -70,10 +70,13 @@ Tensor operator/(const Tensor& a, double s);
 
 // ---- copies and casts -------------------------------------------------------------------
 // Converts every element to `dtype` (round to nearest for floats, truncation toward zero for
-// float -> int; i64 <-> float goes through f64). Same as x.to_dtype(dtype).
+// float -> int; i64 <-> float goes through f64). Same as x.to_dtype(dtype). A float outside
+// the target integer type's range converts to an unspecified value.
 Tensor cast(const Tensor& x, DType dtype);
 // Writes src's elements (logical order) into dst's layout in place. dst may be any
-// non-overlapping view (narrow, transpose, ...); shapes, dtypes and devices must match.
+// non-overlapping view (narrow, transpose, ...); shapes, dtypes and devices must match. A
+// broadcast dst (a stride-0 dim of size > 1) is an error; other self-overlapping layouts
+// (e.g. shape [3, 2] with stride [1, 1]) are not detected: their result is unspecified.
 // Not recorded by autograd. Used by cat and by the narrow backward rule.
 void copy_into(const Tensor& dst, const Tensor& src);
 

@@ -252,6 +252,17 @@ std::vector<Entry> ops_entries() {
   e.push_back({"O04", "shape mismatch in {op}, lhs: {lhs:?}, rhs: {rhs:?}", Where::Devices,
                [](D d) { return error_of([&] { add(Tensor::ones({2, 3}, DType::F32, d), Tensor::ones({4}, DType::F32, d)); }); },
                "shape mismatch in add, lhs: [2, 3], rhs: [4]"});
+  e.push_back({"O22",
+               "copy_into: dst (shape {shape:?}, stride {stride:?}) is a broadcast view: dim {d} has stride 0, so several "
+               "elements would be written to one place",
+               Where::Devices,
+               [](D d) {
+                 return error_of([&] {
+                   copy_into(Tensor::zeros({3}, DType::F32, d).broadcast_as({2, 3}), Tensor::ones({2, 3}, DType::F32, d));
+                 });
+               },
+               "copy_into: dst (shape [2, 3], stride [0, 1]) is a broadcast view: dim 0 has stride 0, so several elements "
+               "would be written to one place"});
   e.push_back({"O21", "shape mismatch in matmul, lhs: {lhs:?}, rhs: {rhs:?}: {reason}", Where::Devices,
                [](D d) { return error_of([&] { matmul(Tensor::ones({2, 3}, DType::F32, d), Tensor::ones({2, 3}, DType::F32, d)); }); },
                "shape mismatch in matmul, lhs: [2, 3], rhs: [2, 3]: inner dims differ: lhs k (its last dim) is 3, rhs k "
