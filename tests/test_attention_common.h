@@ -148,6 +148,18 @@ double elem(const void* base, int64_t off) {
 // Reads everything through the index maps of kernels/flash/flash_params.h (host pointers)
 // and applies the semantics of shared/parity/candle-flash-attn.md section 4 literally:
 // one row at a time, every key, double precision, no tiling.
+// Element offset of key/value token t of sequence b, kv head hk (flash_params.h's index map):
+// through the block table when paged, else row k0 + t of the packed tensor. The batch,
+// row and head strides are k's or v's.
+inline int64_t kv_offset(const kernels::FlashFwdParams& p, int64_t b, int64_t hk, int64_t k0, int64_t t,
+                         int64_t batch_stride, int64_t row_stride, int64_t head_stride) {
+  if (p.block_table) {
+    const int32_t blk = p.block_table[b * p.block_table_batch_stride + t / p.page_block_size];
+    return blk * batch_stride + (t % p.page_block_size) * row_stride + hk * head_stride;
+  }
+  return b * batch_stride + (k0 + t) * row_stride + hk * head_stride;
+}
+
 template <class T>
 Ref64 ref64_t(const kernels::FlashFwdParams& p) {
   const int H = p.num_heads, D = p.head_size, group = p.num_heads / p.num_heads_k;
@@ -173,13 +185,7 @@ Ref64 ref64_t(const kernels::FlashFwdParams& p) {
             if (e[0] < e[1] && e[0] <= pos && pos < e[1] && e[0] <= t && t < e[1]) vis = true;
           }
           if (!vis) continue;
-          int64_t koff = hk * p.k_head_stride;
-          if (p.block_table) {
-            const int32_t blk = p.block_table[b * p.block_table_batch_stride + t / p.page_block_size];
-            koff += blk * p.k_batch_stride + (t % p.page_block_size) * p.k_row_stride;
-          } else {
-            koff += b * p.k_batch_stride + (k0 + t) * p.k_row_stride;
-          }
+          const int64_t koff = kv_offset(p, b, hk, k0, t, p.k_batch_stride, p.k_row_stride, p.k_head_stride);
           const int64_t qoff = b * p.q_batch_stride + (q0 + i) * p.q_row_stride + h * p.q_head_stride;
           double dot = 0;
           for (int c = 0; c < D; ++c) dot += elem<T>(p.q, qoff + c) * elem<T>(p.k, koff + c);
@@ -201,13 +207,7 @@ Ref64 ref64_t(const kernels::FlashFwdParams& p) {
         for (int64_t t = 0; t < sk; ++t) {
           const double w = std::exp(logit[t] - mx) / sum;
           if (w == 0) continue;
-          int64_t voff = hk * p.v_head_stride;
-          if (p.block_table) {
-            const int32_t blk = p.block_table[b * p.block_table_batch_stride + t / p.page_block_size];
-            voff += blk * p.v_batch_stride + (t % p.page_block_size) * p.v_row_stride;
-          } else {
-            voff += b * p.v_batch_stride + (k0 + t) * p.v_row_stride;
-          }
+          const int64_t voff = kv_offset(p, b, hk, k0, t, p.v_batch_stride, p.v_row_stride, p.v_head_stride);
           for (int c = 0; c < D; ++c) r.out[(row * H + h) * D + c] += w * elem<T>(p.v, voff + c);
         }
       }
