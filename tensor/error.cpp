@@ -5,17 +5,17 @@
 namespace wick {
 
 void throw_rank_error(size_t expected, const Shape& got) {
-  throw Error("unexpected rank, expected: " + std::to_string(expected) +
+  throw Error("A09", "unexpected rank, expected: " + std::to_string(expected) +
               ", got: " + std::to_string(got.rank()) + " (" + to_string(got) + ")");
 }
 
 void throw_dtype_error(DType expected, DType got) {
-  throw Error(std::string("unexpected dtype, expected: ") + dtype_name(expected) +
+  throw Error("A04", std::string("unexpected dtype, expected: ") + dtype_name(expected) +
               ", got: " + dtype_name(got));
 }
 
 void throw_device_mismatch(const std::string& op, const Device& lhs, const Device& rhs) {
-  throw Error("device mismatch in " + op + ", lhs: " + to_string(lhs) + ", rhs: " + to_string(rhs));
+  throw Error("A01", "device mismatch in " + op + ", lhs: " + to_string(lhs) + ", rhs: " + to_string(rhs));
 }
 
 const char* dtype_name(DType dt) {

@@ -1,8 +1,11 @@
-// Error: the one exception type wick throws. what() is the exact, testable message.
-// The helpers below build candle's generic messages byte for byte.
+// Error: the one exception type wick throws. what() is the exact, testable message; code()
+// is its stable entry in the catalogue docs/errors.md ("A25", "L03", ...), so callers and
+// tests can match an error without matching its text. The helpers below build candle's
+// generic messages byte for byte.
 #pragma once
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "tensor/cuda_check.h"  // WICK_CUDA_CHECK
 #include "tensor/device.h"
@@ -14,7 +17,14 @@ class Shape;
 
 class Error : public std::runtime_error {
  public:
+  // code: the catalogue id of the message's template (docs/errors.md).
+  Error(std::string code, const std::string& msg) : std::runtime_error(msg), code_(std::move(code)) {}
+  // A message not (yet) tied to a catalogue entry: code() is empty.
   explicit Error(const std::string& msg) : std::runtime_error(msg) {}
+  const std::string& code() const { return code_; }
+
+ private:
+  std::string code_;
 };
 
 // "unexpected rank, expected: 2, got: 1 ([8])"
