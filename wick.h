@@ -13,6 +13,8 @@
 #endif
 #if __has_include("ops/attention/flash_attn.h")
 #include "ops/attention/flash_attn.h"
+#include "ops/attention/paged_kv_cache.h"
+#include "ops/attention/reference.h"
 #endif
 #if __has_include("autograd/autograd.h")
 #include "autograd/autograd.h"

@@ -193,7 +193,7 @@ double run_prefill(const std::string& name, const Prefill& w) {
   p.num_heads = w.h, p.num_heads_k = w.hk, p.head_size = w.d;
   p.total_q = T;
   p.softmax_scale = 1.f / std::sqrt(float(w.d));
-  p.window_left = -1, p.window_right = w.causal ? 0 : -1, p.is_causal = w.causal;
+  p.window_left = -1, p.window_right = w.causal ? 0 : -1;
   p.q_row_stride = p.o_row_stride = int64_t(w.h) * w.d;
   p.q_head_stride = p.o_head_stride = w.d;
   p.k_row_stride = p.v_row_stride = int64_t(w.hk) * w.d;
@@ -266,7 +266,7 @@ void run_decode(int B, int ctx) {
   p.block_table = static_cast<const int32_t*>(table.p);
   p.block_table_batch_stride = cols, p.page_block_size = page, p.num_blocks = blocks;
   p.softmax_scale = 1.f / std::sqrt(float(d));
-  p.window_right = 0, p.is_causal = true;
+  p.window_right = 0;
   const double ms = time_median([&](int) { wick::kernels::flash_fwd(p, nullptr); }, 1);
   const double bytes = 2.0 * kv_elems * 2;
   emit("D_decode_B" + std::to_string(B) + "_ctx" + std::to_string(ctx), ms, "gbps", bytes / (ms * 1e-3) / 1e9);

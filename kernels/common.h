@@ -2,7 +2,7 @@
 // This header is plain C++ (no CUDA, no Eigen) so ops/*.cpp can build the arguments in any
 // build; the kernels themselves are in kernels/*.cu.
 //
-// Kernel ABI (STYLE.md 6): a base pointer already advanced by the tensor's start_offset, and
+// Kernel ABI: a base pointer already advanced by the tensor's start_offset, and
 // a StridedView with 64-bit dims and strides in elements. Element i (row-major logical order)
 // of a view lives at ptr[sum_k idx_k(i) * stride[k]].
 #pragma once

@@ -5,15 +5,13 @@
 // The analytic side is computed in f32 and rounded to bf16/f16, hence a tolerance of
 // 4e-3 * sum|dX * U| (twice the worst bf16 rounding of every term).
 // On CUDA the gradients come from the backward kernels (kernels/flash_bwd/); each case then
-// also runs the host reference (attention::flash_bwd_host) on the same device tensors and
+// also runs the host reference (attention::host_backward) on the same device tensors and
 // compares every element: both compute in f32, so they may differ by the f32 summation
 // order and one rounding of the output dtype.
 #include <doctest/doctest.h>
 
-#include <chrono>
 #include <cmath>
 #include <map>
-#include <type_traits>
 
 #include "autograd/node.h"
 #include "devices.h"
@@ -44,25 +42,6 @@ struct Loss64 {
   }
 };
 
-// The host backward's extra inputs, read from the op as flash_attn.cpp reads them.
-template <class Op>
-std::vector<float> slopes_of(const Op& op) {
-  return op.alibi_slopes ? op.alibi_slopes->template to_vec<float>() : std::vector<float>{};
-}
-template <class Op>
-std::vector<std::vector<std::array<int32_t, 2>>> ranges_of(const Op& op) {
-  std::vector<std::vector<std::array<int32_t, 2>>> out;
-  if constexpr (std::is_same_v<Op, FlashAttnVarLen>) {
-    if (!op.mm_prefix_ranges) return out;
-    const auto d = op.mm_prefix_ranges->shape().dims3();
-    const std::vector<int32_t> v = op.mm_prefix_ranges->template to_vec<int32_t>();
-    out.resize(d[0]);
-    for (size_t b = 0; b < d[0]; ++b)
-      for (size_t r = 0; r < d[1]; ++r) out[b].push_back({v[(b * d[1] + r) * 2], v[(b * d[1] + r) * 2 + 1]});
-  }
-  return out;
-}
-
 // Largest |kernel - host| seen per dtype (reported at the end of the cases that use it).
 // (max |kernel - host|, max |host| of that gradient) per dtype name.
 std::map<std::string, std::pair<double, double>>& worst_kernel_vs_host() {
@@ -79,7 +58,7 @@ void compare_with_host(const Op& op, PlanFn plan_fn, const Tensor& q, const Tens
   const attention::AttnPlan plan = plan_fn(op, q, k, v);
   auto [out, lse] = op.forward_with_lse(q, k, v);
   const Tensor go = make(w, out.shape(), out.dtype(), out.device());
-  const auto host = attention::flash_bwd_host(plan, slopes_of(op), ranges_of(op), q, k, v, out, lse, go);
+  const auto host = attention::host_backward(plan, q, k, v, out, lse, go);
   const double rel = q.dtype() == DType::BF16 ? 1.0 / 128 : 1.0 / 1024;  // two roundings of the dtype
   const char* names[3] = {"dq", "dk", "dv"};
   for (int which = 0; which < 3; ++which) {
@@ -337,45 +316,4 @@ TEST_CASE("attention backward: batched op, GQA 8/2 causal sq != sk, f16 d128") {
     check_grads(build(Device::cpu()), build(dev), attention::plan_batched, on_dev(qc), on_dev(kc), on_dev(vc), qc, kc,
                 vc, 304);
   }
-}
-
-// One timing of the backward of a varlen batch, kernels against the host path, on the same
-// device tensors (CUDA only: the host path alone is what a CPU run already measures).
-TEST_CASE("attention backward: timing of a varlen batch, 8 x 1024 tokens h16 d128 bf16 causal") {
-  SKIP_WITHOUT_CUDA();
-  const Device dev = Device::cuda(0);
-  const VarlenSetup s{std::vector<uint32_t>(8, 1024), std::vector<uint32_t>(8, 1024), 16, 16, 128, DType::BF16};
-  FlashAttnVarLen op = make_op(s, dev);
-  op.softmax_scale = 1.0f / std::sqrt(128.0f);
-  op.window_size_right = 0;
-  const size_t n = 8 * 1024;
-  Tensor q = randn({n, 16, 128}, DType::BF16, dev, 501), k = randn({n, 16, 128}, DType::BF16, dev, 502),
-         v = randn({n, 16, 128}, DType::BF16, dev, 503);
-  autograd::NoGradGuard no_grad;
-  const attention::AttnPlan plan = attention::plan_varlen(op, q, k, v);
-  auto [out, lse] = op.forward_with_lse(q, k, v);
-  const Tensor go = randn({n, 16, 128}, DType::BF16, dev, 504);
-  using clock = std::chrono::steady_clock;
-  auto sync = [](const Tensor& t) { return t.narrow(0, 0, 1).to_f64_vec(); };  // waits for the stream
-  std::array<Tensor, 3> kern = attention::flash_bwd(plan, {}, {}, q, k, v, out, lse, go);  // warm-up
-  sync(kern[2]);
-  double best = 1e30;
-  for (int rep = 0; rep < 5; ++rep) {
-    const auto t0 = clock::now();
-    kern = attention::flash_bwd(plan, {}, {}, q, k, v, out, lse, go);
-    sync(kern[2]);
-    best = std::min(best, std::chrono::duration<double, std::milli>(clock::now() - t0).count());
-  }
-  const auto t0 = clock::now();
-  const auto host = attention::flash_bwd_host(plan, {}, {}, q, k, v, out, lse, go);
-  const double host_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-  double max_diff = 0, max_abs = 0;
-  for (int which = 0; which < 3; ++which) {
-    const std::vector<double> g = kern[which].to_f64_vec(), h = host[which].to_f64_vec();
-    CHECK(all_finite(g));
-    for (size_t i = 0; i < g.size(); ++i) max_diff = std::max(max_diff, std::abs(g[i] - h[i])), max_abs = std::max(max_abs, std::abs(h[i]));
-  }
-  MESSAGE("backward 8 x 1024 h16 d128 bf16 causal: kernels ", best, " ms (best of 5), host path ", host_ms,
-          " ms; max |kernel - host| ", max_diff, " (max |grad| ", max_abs, ")");
-  CHECK(max_diff <= 2e-2 * max_abs);
 }

@@ -1,6 +1,7 @@
 // Helpers shared by the attention tests: tensors from host values, cumulative lengths,
 // paged caches with shuffled block tables and strided layouts, and a float64 evaluation of
-// the attention semantics written as a plain loop (independent of ops/attention/cpu.cpp).
+// the attention semantics written as a plain loop over the contract's rules (independent
+// of the tiling and online softmax of ops/attention/cpu.cpp and the kernels).
 #pragma once
 #include <doctest/doctest.h>
 
@@ -12,7 +13,8 @@
 #include <random>
 #include <vector>
 
-#include "kernels/flash/flash_params.h"
+#include "kernels/flash/contract.h"
+#include "seed.h"
 #include "tensor/tensor.h"
 
 namespace wick::attn_test {
@@ -27,8 +29,9 @@ inline Tensor make(const std::vector<double>& values, const Shape& shape, DType 
   });
 }
 
-inline std::vector<double> normal(size_t n, uint64_t seed) {
-  std::mt19937_64 gen(seed);
+// n standard normal values from the seed `salt`, moved by WICK_TEST_SEED (tests/seed.h).
+inline std::vector<double> normal(size_t n, uint64_t salt) {
+  std::mt19937_64 gen(test::seed(salt));
   std::normal_distribution<double> dist(0.0, 1.0);
   std::vector<double> v(n);
   for (auto& x : v) x = dist(gen);
@@ -82,7 +85,7 @@ inline PagedKv make_paged(const Tensor& k, const Tensor& v, const std::vector<ui
   const size_t num_blocks = used + 3;
   std::vector<int32_t> order(num_blocks);
   std::iota(order.begin(), order.end(), 0);
-  std::mt19937_64 gen(seed);
+  std::mt19937_64 gen(test::seed(seed));
   std::shuffle(order.begin(), order.end(), gen);
 
   PagedKv out;
@@ -145,69 +148,47 @@ double elem(const void* base, int64_t off) {
   return static_cast<double>(static_cast<const T*>(base)[off]);
 }
 
-// Reads everything through the index maps of kernels/flash/flash_params.h (host pointers)
-// and applies the semantics of shared/parity/candle-flash-attn.md section 4 literally:
-// one row at a time, every key, double precision, no tiling.
-// Element offset of key/value token t of sequence b, kv head hk (flash_params.h's index map):
-// through the block table when paged, else row k0 + t of the packed tensor. The batch,
-// row and head strides are k's or v's.
-inline int64_t kv_offset(const kernels::FlashFwdParams& p, int64_t b, int64_t hk, int64_t k0, int64_t t,
-                         int64_t batch_stride, int64_t row_stride, int64_t head_stride) {
-  if (p.block_table) {
-    const int32_t blk = p.block_table[b * p.block_table_batch_stride + t / p.page_block_size];
-    return blk * batch_stride + (t % p.page_block_size) * row_stride + hk * head_stride;
-  }
-  return b * batch_stride + (k0 + t) * row_stride + hk * head_stride;
-}
-
+// Applies the attention semantics literally, one row at a time, every key, in double
+// precision, no tiling: the contract's rules (kernels/flash/contract.h: sequence bounds,
+// offsets, visibility, the logit) evaluated in f64 over host pointers.
 template <class T>
 Ref64 ref64_t(const kernels::FlashFwdParams& p) {
-  const int H = p.num_heads, D = p.head_size, group = p.num_heads / p.num_heads_k;
+  using namespace kernels::attn;
+  const int H = p.num_heads, D = p.head_size;
   Ref64 r;
   r.out.assign(static_cast<size_t>(p.total_q) * H * D, 0.0);
   r.lse.assign(static_cast<size_t>(p.total_q) * H, 0.0);
   for (int b = 0; b < p.batch; ++b) {
-    const bool varlen = p.cu_seqlens_q != nullptr;
-    const int64_t q0 = varlen ? p.cu_seqlens_q[b] : 0, k0 = varlen ? p.cu_seqlens_k[b] : 0;
-    const int64_t sq = varlen ? p.cu_seqlens_q[b + 1] - q0 : p.seqlen_q;
-    const int64_t sk = varlen ? p.cu_seqlens_k[b + 1] - k0 : p.seqlen_k;
+    const SeqBounds s = seq_bounds(p, b);
     for (int h = 0; h < H; ++h) {
-      const int hk = h / group;
-      for (int64_t i = 0; i < sq; ++i) {
-        const int64_t pos = i + sk - sq;
-        std::vector<double> logit(sk, -std::numeric_limits<double>::infinity());
+      const int hk = kv_head(p, h);
+      const double slope = alibi_slope(p, h);
+      for (int64_t i = 0; i < s.sq; ++i) {
+        const int64_t pos = key_position(s, i);
+        std::vector<double> logits(s.sk, -std::numeric_limits<double>::infinity());
         double mx = -std::numeric_limits<double>::infinity();
-        for (int64_t t = 0; t < sk; ++t) {
-          bool vis = (p.window_left < 0 || t >= pos - p.window_left) &&
-                     (p.window_right < 0 || t <= pos + p.window_right);
-          for (int m = 0; p.mm_prefix_ranges && m < p.mm_max_ranges; ++m) {
-            const int32_t* e = p.mm_prefix_ranges + b * p.mm_batch_stride + m * p.mm_range_stride;
-            if (e[0] < e[1] && e[0] <= pos && pos < e[1] && e[0] <= t && t < e[1]) vis = true;
-          }
-          if (!vis) continue;
-          const int64_t koff = kv_offset(p, b, hk, k0, t, p.k_batch_stride, p.k_row_stride, p.k_head_stride);
-          const int64_t qoff = b * p.q_batch_stride + (q0 + i) * p.q_row_stride + h * p.q_head_stride;
+        for (int64_t t = 0; t < s.sk; ++t) {
+          if (!key_visible(p, b, pos, t)) continue;
+          const int64_t koff = k_offset(p, b, s, t, hk), qoff = q_offset(p, b, s, i, h);
           double dot = 0;
           for (int c = 0; c < D; ++c) dot += elem<T>(p.q, qoff + c) * elem<T>(p.k, koff + c);
-          double x = p.softmax_scale * dot;
-          if (p.softcap > 0) x = p.softcap * std::tanh(x / p.softcap);
-          if (p.alibi_slopes) x -= p.alibi_slopes[h] * std::abs(static_cast<double>(pos - t));
-          logit[t] = x;
-          mx = std::max(mx, x);
+          logits[t] = logit<double>(dot, p.softmax_scale, p.softcap, slope, pos, t);
+          mx = std::max(mx, logits[t]);
         }
-        const size_t row = static_cast<size_t>(b * (varlen ? 0 : sq) + q0 + i);
-        const size_t lse_at = varlen ? h * p.total_q + row : (b * H + h) * sq + i;
+        // out and lse in logical order: row q_row0 + i of (total_q, H, D) / lse (.., H, sq)
+        const size_t row = static_cast<size_t>(s.q_row0 + i);
+        const size_t lse_at = p.cu_seqlens_q ? h * p.total_q + row : (b * H + h) * s.sq + i;
         if (mx == -std::numeric_limits<double>::infinity()) {
           r.lse[lse_at] = mx;
           continue;  // out stays 0
         }
         double sum = 0;
-        for (int64_t t = 0; t < sk; ++t) sum += std::exp(logit[t] - mx);
+        for (int64_t t = 0; t < s.sk; ++t) sum += std::exp(logits[t] - mx);
         r.lse[lse_at] = mx + std::log(sum);
-        for (int64_t t = 0; t < sk; ++t) {
-          const double w = std::exp(logit[t] - mx) / sum;
+        for (int64_t t = 0; t < s.sk; ++t) {
+          const double w = std::exp(logits[t] - mx) / sum;
           if (w == 0) continue;
-          const int64_t voff = kv_offset(p, b, hk, k0, t, p.v_batch_stride, p.v_row_stride, p.v_head_stride);
+          const int64_t voff = v_offset(p, b, s, t, hk);
           for (int c = 0; c < D; ++c) r.out[(row * H + h) * D + c] += w * elem<T>(p.v, voff + c);
         }
       }

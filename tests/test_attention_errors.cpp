@@ -285,6 +285,9 @@ std::vector<Entry> catalogue() {
   e.push_back({"W12", "flash-attn-varlen: {name} is an empty (default-constructed) tensor", false,
                [](D d) { Varlen c(d); c.op.seqlens_k = Tensor(); return c.run(); },
                "flash-attn-varlen: seqlens_k is an empty (default-constructed) tensor"});
+  e.push_back({"W13", "{op}: causal is set together with window_size_right = {right}; causal means window_size_right = 0, so set one or the other", false,
+               [](D d) { Varlen c(d); c.op.causal = true; c.op.window_size_right = 3; return c.run(); },
+               "flash-attn-varlen: causal is set together with window_size_right = 3; causal means window_size_right = 0, so set one or the other"});
   // ---- PagedKvCache ----------------------------------------------------------------------
   e.push_back({"P01", "PagedKvCache: page_block_size must be a positive multiple of 32 (got {page_block_size})", false,
                [](D d) { return error_of([&] { PagedKvCache c(4, 16, 2, 8, DType::BF16, d); }); },

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "kernels/flash/flash_fwd.h"
 #include "kernels/flash/flash_instances.h"
@@ -32,8 +33,10 @@ bool vector_friendly(const FlashFwdParams& p) {
          strides_ok(p.o_batch_stride, p.o_row_stride, p.o_head_stride);
 }
 
-template <FlashDType DT>
-bool dispatch_dtype(const FlashFwdParams& p, void* stream, bool decode_shape) {
+// Runs the smallest compiled instance of the one list (kFlashHeadDims) that holds
+// head_size; false when this build has none (the caller falls back).
+template <FlashDType DT, size_t... I>
+bool dispatch_dtype(const FlashFwdParams& p, void* stream, bool decode_shape, std::index_sequence<I...>) {
   bool done = false;
   auto try_dim = [&](auto dim) {
     constexpr int D = decltype(dim)::value;
@@ -42,21 +45,16 @@ bool dispatch_dtype(const FlashFwdParams& p, void* stream, bool decode_shape) {
         flash::run_flash_hdim<D, DT>(p, stream, decode_shape && flash::has_decode_variant(D));
         done = true;
       }
-    } else {
-      // A build without this instance: a larger one may still exist; else the caller falls back.
-      (void)dim;
     }
   };
-  try_dim(std::integral_constant<int, 32>{});
-  try_dim(std::integral_constant<int, 64>{});
-  try_dim(std::integral_constant<int, 96>{});
-  try_dim(std::integral_constant<int, 128>{});
-  try_dim(std::integral_constant<int, 160>{});
-  try_dim(std::integral_constant<int, 192>{});
-  try_dim(std::integral_constant<int, 224>{});
-  try_dim(std::integral_constant<int, 256>{});
-  try_dim(std::integral_constant<int, 512>{});
+  (try_dim(std::integral_constant<int, flash::kFlashHeadDims[I]>{}), ...);
   return done;
+}
+
+template <FlashDType DT>
+bool dispatch_dtype(const FlashFwdParams& p, void* stream, bool decode_shape) {
+  constexpr size_t kCount = sizeof(flash::kFlashHeadDims) / sizeof(flash::kFlashHeadDims[0]);
+  return dispatch_dtype<DT>(p, stream, decode_shape, std::make_index_sequence<kCount>{});
 }
 
 }  // namespace

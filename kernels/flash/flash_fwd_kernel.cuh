@@ -1,9 +1,10 @@
 // The tensor-core forward (FlashAttention-2 style), one template for prefill, paged
 // prefill and split-KV decode. Steps, mapped to the CPU algorithm (ops/attention/cpu.cpp)
 // and to the lesson kernel (flash_naive.cu):
-//   0. CTA = (query tile of kBlockM rows, head [group], sequence [, split]); the visible key
-//      range of the tile is computed up front (causal / window bounds), so tiles wholly
-//      masked are never loaded and an empty range goes straight to the epilogue.
+//   0. CTA = (query tile of kBlockM rows, head [group], sequence [, split]); the keys any row
+//      of the tile can see (window and mm-prefix ranges: contract.h, visible_keys_of_rows)
+//      are found up front, so tiles wholly masked are never loaded and an empty range goes
+//      straight to the epilogue.
 //   1. Q tile -> shared memory (cp.async, 16 B per thread, zero-filled tails), then into
 //      registers as mma A fragments (head sizes <= 128; larger ones re-read shared memory).
 //   2. for each key tile (cp.async pipeline of kStages shared-memory stages, one barrier per
@@ -94,24 +95,19 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-// The general logit of one score: cap(scale * qk) - slope * |pos - t| in log2 units when
-// `transform`, and -inf when `need_mask` and key t is outside the window interval [lo, hi]
-// and outside every mm-prefix range shared with the query. Out of line on purpose.
-static __device__ __noinline__ float general_logit(float qk, float scale, float softcap, float slope, int pos, int t, int lo,
-                                            int hi, int sk, const int32_t* mm, int64_t mm_range_stride, int mm_n,
-                                            bool transform, bool need_mask) {
+// The general logit of one score: the contract's logit in log2 units when `transform`, and
+// -inf when `need_mask` and key t is neither in the row's window keys `window` (the
+// contract's window_keys) nor in an mm-prefix range shared with the query (mm: the
+// sequence's ranges, or null). The visibility rule of contract.h, with the row's window
+// interval computed once per row. Out of line on purpose.
+static __device__ __noinline__ float general_logit(float qk, float scale, float softcap, float slope, int pos, int t,
+                                                   KeyRange window, int sk, const int32_t* mm,
+                                                   int64_t mm_range_stride, int mm_n, bool transform,
+                                                   bool need_mask) {
   float x = qk;
-  if (transform) {
-    x *= scale;
-    if (softcap > 0.f) x = softcap * tanhf(x / softcap);
-    x = (x - slope * fabsf(static_cast<float>(pos - t))) * kLog2e;
-  }
+  if (transform) x = logit(qk, scale, softcap, slope, pos, t) * kLog2e;
   if (need_mask) {
-    bool vis = t >= lo && t <= hi;
-    for (int k = 0; k < mm_n && !vis && t < sk; ++k) {
-      const int s0 = mm[k * mm_range_stride], e0 = mm[k * mm_range_stride + 1];
-      vis = s0 <= pos && pos < e0 && s0 <= t && t < e0;
-    }
+    const bool vis = window.contains(t) || (mm && t < sk && in_shared_range(mm, mm_range_stride, mm_n, pos, t));
     if (!vis) x = -INFINITY;
   }
   return x;
@@ -199,20 +195,17 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
   const int r0 = mtile * kBlockM;
   if (r0 >= rows) return;  // tile past this sequence's end
   const int r_end = min(rows, r0 + kBlockM);
-  const int group = p.num_heads / p.num_heads_k;
-  const int hk = G > 1 ? head_y : head_y / group;
+  const int hk = G > 1 ? head_y : kv_head(p, head_y);
   auto row_head = [&](int r) { return G > 1 ? head_y * G + r % G : head_y; };
   const int hs = p.head_size;
 
-  // 0. the keys this tile can see, in whole key tiles, then this split's share
-  const int off = sb.sk - sb.sq;  // p(i) = i + off
-  const int i_first = r0 / G, i_last = (r_end - 1) / G;
-  const bool has_mm = p.mm_prefix_ranges != nullptr && p.mm_max_ranges > 0;
-  int t_lo = 0, t_hi = sb.sk;
-  if (!has_mm) {
-    if (p.window_right >= 0) t_hi = max(0, min(t_hi, i_last + off + p.window_right + 1));
-    if (p.window_left >= 0) t_lo = max(0, i_first + off - p.window_left);
-  }
+  // 0. the keys this tile can see (contract: visible_keys_of_rows), in whole key tiles, then
+  //    this split's share
+  const int off = static_cast<int>(key_position(sb, 0));  // pos(i) = i + off
+  const int pos_first = r0 / G + off, pos_last = (r_end - 1) / G + off;
+  const bool has_mm = rows_touch_ranges(p, b, pos_first, pos_last);  // some row needs the per-key rule
+  const KeyRange tile_keys = visible_keys_of_rows(p, b, pos_first, pos_last, sb.sk);
+  const int t_lo = static_cast<int>(tile_keys.begin), t_hi = static_cast<int>(tile_keys.end);
   const int nb_lo = t_lo / kBlockN;
   const int nb_hi = t_hi > t_lo ? (t_hi + kBlockN - 1) / kBlockN : nb_lo;
   const int per_split = (nb_hi - nb_lo + args.num_splits - 1) / args.num_splits;
@@ -256,12 +249,12 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
     if (paged && nb < nb_end) {
       const int t0 = nb * kBlockN;
       const int page = args.page_shift >= 0 ? t0 >> args.page_shift : t0 / p.page_block_size;
-      const int32_t* bt = p.block_table + b * p.block_table_batch_stride + page;
       r.in_page = t0 - page * p.page_block_size;
-      r.blk0 = bt[0];
+      r.blk0 = page_block(p, b, page);
       // the second entry only when the tile reaches into that page (the plan checked only
       // the entries a sequence uses)
-      if (r.in_page + kBlockN > p.page_block_size && t0 + p.page_block_size - r.in_page < sb.sk) r.blk1 = bt[1];
+      if (r.in_page + kBlockN > p.page_block_size && t0 + p.page_block_size - r.in_page < sb.sk)
+        r.blk1 = page_block(p, b, page + 1);
     }
     return r;
   };
@@ -276,8 +269,8 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
       rk.base0 = ids.blk0 * p.k_batch_stride + ids.in_page * p.k_row_stride;
       rv.base0 = ids.blk0 * p.v_batch_stride + ids.in_page * p.v_row_stride;
     } else {
-      rk.base0 = b * p.k_batch_stride + (sb.k_start + t0) * p.k_row_stride;
-      rv.base0 = b * p.v_batch_stride + (sb.k_start + t0) * p.v_row_stride;
+      rk.base0 = kv_offset(p, b, sb, t0, p.k_batch_stride, p.k_row_stride);
+      rv.base0 = kv_offset(p, b, sb, t0, p.v_batch_stride, p.v_row_stride);
     }
     const uint32_t dk = smem_addr(sK + stage * Cfg::kElemsK), dv = smem_addr(sV + stage * Cfg::kElemsV);
     if (rk.split == kBlockN && rk.valid == kBlockN) {
@@ -374,29 +367,27 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
       }
       // a'. logits and masks; interior tiles of a plain causal / full attention skip this
       const int t_tile = nb * kBlockN;
-      const bool need_mask = has_mm || t_tile + kBlockN > sb.sk ||
-                             (p.window_right >= 0 && t_tile + kBlockN - 1 > i_first + off + p.window_right) ||
-                             (p.window_left >= 0 && t_tile < i_last + off - p.window_left);
+      const bool need_mask =
+          has_mm || t_tile + kBlockN > sb.sk || !window_covers(p, pos_first, pos_last, t_tile, t_tile + kBlockN - 1);
       if (transform || has_mm) {
         // general path (softcap / ALiBi / mm-prefix): one out-of-line call per element keeps
         // this rarely used code small, so the hot loop stays in the instruction cache
-        const int32_t* mm = has_mm ? p.mm_prefix_ranges + b * p.mm_batch_stride : nullptr;
+        const int32_t* mm = has_mm ? mm_ranges_of(p, b) : nullptr;
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
           for (int rr = 0; rr < 2; ++rr) {
             const int r = min(r0 + wm * kWarpRows + mt * 16 + g + 8 * rr, rows - 1);
             const int pos = r / G + off;
-            const float slope = p.alibi_slopes ? p.alibi_slopes[row_head(r)] : 0.f;
-            const int lo = p.window_left >= 0 ? max(0, pos - p.window_left) : 0;
-            const int hi = p.window_right >= 0 ? min(sb.sk - 1, pos + p.window_right) : sb.sk - 1;
+            const float slope = alibi_slope(p, row_head(r));
+            const KeyRange window = window_keys(p, pos, sb.sk);
 #pragma unroll
             for (int j = 0; j < kWN / 8; ++j)
 #pragma unroll
               for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
                 const int t = t_tile + wn * kWN + 8 * j + 2 * tq + (e % 2);
-                s[mt][j][e] = general_logit(s[mt][j][e], p.softmax_scale, p.softcap, slope, pos, t, lo, hi, sb.sk,
-                                            mm, p.mm_range_stride, has_mm ? p.mm_max_ranges : 0, transform, need_mask);
+                s[mt][j][e] = general_logit(s[mt][j][e], p.softmax_scale, p.softcap, slope, pos, t, window, sb.sk, mm,
+                                            p.mm_range_stride, has_mm ? p.mm_max_ranges : 0, transform, need_mask);
               }
           }
       } else if (need_mask) {
@@ -407,15 +398,15 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
           for (int rr = 0; rr < 2; ++rr) {
             const int r = min(r0 + wm * kWarpRows + mt * 16 + g + 8 * rr, rows - 1);
             const int pos = r / G + off;
-            const int lo = (p.window_left >= 0 ? max(0, pos - p.window_left) : 0) - t_tile - wn * kWN - 2 * tq;
-            const int hi = (p.window_right >= 0 ? min(sb.sk - 1, pos + p.window_right) : sb.sk - 1) - t_tile -
-                           wn * kWN - 2 * tq;
+            const KeyRange window = window_keys(p, pos, sb.sk);
+            const int base = t_tile + wn * kWN + 2 * tq;  // this thread's first key of the tile
+            const int lo = static_cast<int>(window.begin) - base, hi = static_cast<int>(window.end) - base;
 #pragma unroll
             for (int j = 0; j < kWN / 8; ++j)
 #pragma unroll
               for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
                 const int dt = 8 * j + (e % 2);  // key t minus the per-thread base folded into lo / hi
-                if (dt < lo || dt > hi) s[mt][j][e] = -INFINITY;
+                if (dt < lo || dt >= hi) s[mt][j][e] = -INFINITY;
               }
           }
       }

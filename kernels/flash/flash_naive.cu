@@ -38,12 +38,12 @@ __global__ void __launch_bounds__(kNaiveWarps * 32) flash_naive_kernel(const Fla
   const int i = blockIdx.x * kNaiveWarps + warp;
   const SeqBounds s = seq_bounds(p, b);
   if (i >= s.sq) return;  // whole warp leaves together
-  const int hk = h / (p.num_heads / p.num_heads_k);
-  const int pos = i + s.sk - s.sq;
-  const float slope = p.alibi_slopes ? p.alibi_slopes[h] : 0.f;
+  const int hk = kv_head(p, h);
+  const int pos = static_cast<int>(key_position(s, i));
+  const float slope = alibi_slope(p, h);
   const Elem* q = static_cast<const Elem*>(p.q) + q_offset(p, b, s, i, h);
-  const Elem* k = static_cast<const Elem*>(p.k) + hk * p.k_head_stride;
-  const Elem* v = static_cast<const Elem*>(p.v) + hk * p.v_head_stride;
+  const Elem* k = static_cast<const Elem*>(p.k);
+  const Elem* v = static_cast<const Elem*>(p.v);
 
   // 1. the query row
   for (int d = lane; d < p.head_size; d += 32) s_q[warp][d] = to_float(q[d]);
@@ -59,10 +59,10 @@ __global__ void __launch_bounds__(kNaiveWarps * 32) flash_naive_kernel(const Fla
     // a. this lane's logit
     float sc = -INFINITY;
     if (t < s.sk && key_visible(p, b, pos, t)) {
-      const Elem* kt = k + kv_row_offset(p, b, s, t, p.k_batch_stride, p.k_row_stride);
+      const Elem* kt = k + k_offset(p, b, s, t, hk);
       float qk = 0.f;
       for (int d = 0; d < p.head_size; ++d) qk += s_q[warp][d] * to_float(kt[d]);
-      sc = logit(p, qk, slope, pos, t);
+      sc = logit(qk, p.softmax_scale, p.softcap, slope, pos, t);
     }
     // b. running max
     float tile_max = sc;
@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kNaiveWarps * 32) flash_naive_kernel(const Fla
     for (int j = 0; j < n; ++j) {
       const float pb = __shfl_sync(0xffffffffu, pj, j);
       if (pb == 0.f) continue;  // uniform across the warp
-      const Elem* vt = v + kv_row_offset(p, b, s, t0 + j, p.v_batch_stride, p.v_row_stride);
+      const Elem* vt = v + v_offset(p, b, s, t0 + j, hk);
 #pragma unroll
       for (int c = 0; c < kNaiveCols; ++c) {
         const int d = lane + 32 * c;

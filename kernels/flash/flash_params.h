@@ -1,31 +1,9 @@
 // FlashFwdParams: everything a flash-attention forward needs, as plain data.
 // ops/attention/plan.cpp fills it (after every argument check); the CPU path
-// (ops/attention/cpu.cpp) and the CUDA kernels (kernels/flash/) read the same struct,
-// so both devices compute the same function from the same numbers.
-//
-// Index maps (all strides in elements, 64-bit; pointers already advanced by start_offset):
-//   sequence b, query row i (0 <= i < sq(b)), query head h, channel d:
-//     q[b*q_batch_stride + (q_start(b) + i)*q_row_stride + h*q_head_stride + d]
-//     q_start(b) = cu_seqlens_q ? cu_seqlens_q[b] : 0     (varlen: q_batch_stride == 0)
-//     sq(b)      = cu_seqlens_q ? cu_seqlens_q[b+1] - cu_seqlens_q[b] : seqlen_q
-//   key/value token t (0 <= t < sk(b)), kv head hk = h / (num_heads / num_heads_k):
-//     not paged: k[b*k_batch_stride + (k_start(b) + t)*k_row_stride + hk*k_head_stride + d]
-//     paged:     k[blk*k_batch_stride + (t % page_block_size)*k_row_stride + hk*k_head_stride + d]
-//                blk = block_table[b*block_table_batch_stride + t / page_block_size]
-//                (k_batch_stride is then the stride between blocks; k_start is unused)
-//     v likewise with the v_* strides.
-//   out like q with the o_* strides; lse (f32) at
-//     lse[b*lse_batch_stride + h*lse_head_stride + q_start(b) + i]
-//
-// Semantics (shared/parity/candle-flash-attn.md section 4), with p(i) = i + sk - sq:
-//   key t visible to row i  <=>  (window_left < 0 || t >= p(i) - window_left) &&
-//                                (window_right < 0 || t <= p(i) + window_right)
-//                            or  some mm-prefix range [s, e) has s <= p(i) < e and s <= t < e
-//   logit = cap(softmax_scale * q.k) - alibi_slopes[h] * |p(i) - t|,
-//   cap(x) = softcap > 0 ? softcap * tanh(x / softcap) : x
-//   a row that sees no key: out = 0, lse = -inf.
-// window_left/right arrive already converted by candle's rules (plan.cpp); causal is
-// window_right == 0 with window_left < 0 (is_causal is set then, as a fast-path hint).
+// (ops/attention/cpu.cpp) and the CUDA kernels (kernels/flash/) read the same struct
+// through the functions of kernels/flash/contract.h, which spell out its index maps and
+// semantics, so both devices compute the same function from the same numbers.
+// All strides are in elements, 64-bit; pointers are already advanced by start_offset.
 #pragma once
 #include <cstdint>
 
@@ -64,8 +42,12 @@ struct FlashFwdParams {
   float softmax_scale = 1.0f;
   float softcap = 0.0f;                  // 0 = off
   const float* alibi_slopes = nullptr;   // (num_heads) f32, null = no ALiBi
+  // The mask window after candle's conversion (plan.cpp): key t is in the window of the
+  // query at key position pos when pos - window_left <= t <= pos + window_right; -1 leaves
+  // that side open. The conversion leaves either both sides open or neither (a missing
+  // side becomes max_seqlen_k, as open as none since no sequence has more keys): causal
+  // arrives as window_left = max_seqlen_k, window_right = 0.
   int window_left = -1, window_right = -1;
-  bool is_causal = false;
 
   // mm_prefix_ranges: (batch, mm_max_ranges, 2) i32, ranges [start, end) in key positions.
   const int32_t* mm_prefix_ranges = nullptr;

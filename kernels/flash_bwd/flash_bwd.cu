@@ -5,8 +5,8 @@
 //   dV = P^T dO                   dP = dO V^T
 //   D  = rowsum(dO * O)           dS = P * (dP - D) * (1 - tanh^2(s / softcap) with softcap)
 //   dQ = scale * dS K             dK = scale * dS^T Q
-// Logits and visibility come from kernels/flash/flash_common.cuh, the helpers the forward
-// kernels use, so the backward sees exactly the forward's mask and logit.
+// Logits and visibility come from the attention contract (kernels/flash/contract.h), like
+// the forward kernels, so the backward sees exactly the forward's mask and logit.
 //
 // Steps (index maps in flash_bwd_params.h):
 //   1. dsum kernel: one warp per (query row i, head h, sequence b): D = sum_d dO * O.
@@ -59,13 +59,6 @@ __global__ void __launch_bounds__(kWarps * 32) dsum_kernel(const FlashBwdParams 
   if (lane == 0) bp.dsum[(s.q_row0 + i) * p.num_heads + h] = acc;
 }
 
-// Logical kv row r_k(b, t) of the accumulators (flash_bwd_params.h): the forward's kv map
-// with the strides of a contiguous (kv_rows, ...) tensor.
-__device__ __forceinline__ int64_t kv_logical_row(const FlashFwdParams& p, int b, const SeqBounds& s, int t) {
-  const int64_t batch_rows = p.block_table ? p.page_block_size : (p.cu_seqlens_k ? 0 : p.seqlen_k);
-  return kv_row_offset(p, b, s, t, batch_rows, 1);
-}
-
 // 2. dK, dV of one key tile (all of it: every query head of the group), dQ by atomics.
 template <class Elem>
 __global__ void __launch_bounds__(kWarps * 32) tile_kernel(const FlashBwdParams bp, int bc) {
@@ -87,36 +80,31 @@ __global__ void __launch_bounds__(kWarps * 32) tile_kernel(const FlashBwdParams 
   const int nk = min(bc, s.sk - t0);
 
   // a. the tile
-  const Elem* kbase = static_cast<const Elem*>(p.k) + hk * p.k_head_stride;
-  const Elem* vbase = static_cast<const Elem*>(p.v) + hk * p.v_head_stride;
+  const Elem* kbase = static_cast<const Elem*>(p.k);
+  const Elem* vbase = static_cast<const Elem*>(p.v);
   for (int e = threadIdx.x; e < bc * D; e += blockDim.x) {
     const int j = e / D, d = e % D;
     float kf = 0.f, vf = 0.f;
     if (j < nk) {
-      kf = to_float(kbase[kv_row_offset(p, b, s, t0 + j, p.k_batch_stride, p.k_row_stride) + d]);
-      vf = to_float(vbase[kv_row_offset(p, b, s, t0 + j, p.v_batch_stride, p.v_row_stride) + d]);
+      kf = to_float(kbase[k_offset(p, b, s, t0 + j, hk) + d]);
+      vf = to_float(vbase[v_offset(p, b, s, t0 + j, hk) + d]);
     }
     sK[j * ld + d] = kf, sV[j * ld + d] = vf;
     sdK[j * ld + d] = 0.f, sdV[j * ld + d] = 0.f;
   }
   __syncthreads();
 
-  // The query rows that can see a key of [t0, t0 + nk): pos(i) = i + shift must satisfy
-  // t <= pos + window_right and t >= pos - window_left for some t of the tile.
-  const int shift = s.sk - s.sq;
-  int64_t lo = 0, hi = s.sq;  // [lo, hi)
-  if (!p.mm_prefix_ranges) {
-    if (p.window_right >= 0) {
-      const int64_t first = static_cast<int64_t>(t0) - p.window_right - shift;
-      lo = first > lo ? first : lo;
-    }
-    if (p.window_left >= 0) {
-      const int64_t last = static_cast<int64_t>(t0) + nk + p.window_left - shift;
-      hi = last < hi ? last : hi;
-    }
+  // The query rows whose window reaches a key of [t0, t0 + nk) (contract: window_rows);
+  // with mm-prefix ranges every row is visited and the per-key rule decides.
+  const int64_t shift = key_position(s, 0);  // pos(i) = i + shift
+  int64_t lo = 0, hi = s.sq;                 // [lo, hi) in query rows
+  if (!mm_ranges_of(p, b)) {
+    const KeyRange pos = window_rows(p, t0, t0 + nk - 1);
+    lo = pos.begin - shift > lo ? pos.begin - shift : lo;
+    hi = pos.end - shift < hi ? pos.end - shift : hi;
   }
   const int nrows = hi > lo ? static_cast<int>(hi - lo) : 0;
-  const int group = p.num_heads / p.num_heads_k;
+  const int group = group_size(p);
   const float scale = p.softmax_scale;
 
   for (int w = warp; w < group * nrows; w += kWarps) {
@@ -130,15 +118,15 @@ __global__ void __launch_bounds__(kWarps * 32) tile_kernel(const FlashBwdParams 
     __syncwarp();
 
     // b. lane j: key t0 + j
-    const int pos = i + shift, t = t0 + lane;
-    const float slope = p.alibi_slopes ? p.alibi_slopes[h] : 0.f;
+    const int pos = static_cast<int>(i + shift), t = t0 + lane;
+    const float slope = alibi_slope(p, h);
     float pj = 0.f, dsj = 0.f;
     if (lane < nk && key_visible(p, b, pos, t)) {
       float qk = 0.f, dp = 0.f;
       const float* kr = sK + lane * ld;
       const float* vr = sV + lane * ld;
       for (int d = 0; d < D; ++d) qk += sQ[d] * kr[d], dp += sdO[d] * vr[d];
-      pj = expf(logit(p, qk, slope, pos, t) - lse);
+      pj = expf(logit(qk, scale, p.softcap, slope, pos, t) - lse);
       dsj = pj * (dp - bp.dsum[(s.q_row0 + i) * p.num_heads + h]);
       if (p.softcap > 0.f) {
         const float th = tanhf(qk * scale / p.softcap);
@@ -170,7 +158,7 @@ __global__ void __launch_bounds__(kWarps * 32) tile_kernel(const FlashBwdParams 
   // d. into the accumulators
   for (int e = threadIdx.x; e < nk * D; e += blockDim.x) {
     const int j = e / D, d = e % D;
-    const int64_t at = (kv_logical_row(p, b, s, t0 + j) * p.num_heads_k + hk) * D + d;
+    const int64_t at = (kv_row(p, b, s, t0 + j) * p.num_heads_k + hk) * D + d;
     atomicAdd(bp.dk_accum + at, sdK[j * ld + d]);
     atomicAdd(bp.dv_accum + at, sdV[j * ld + d]);
   }

@@ -3,7 +3,7 @@
 // kernels/flash_bwd/flash_bwd.cu read it.
 //
 // Index maps: q, k, v, out, lse and the geometry (lengths, paging, masks, ALiBi, softcap)
-// are read through `fwd` exactly as the forward reads them (kernels/flash/flash_params.h).
+// are read through `fwd` exactly as the forward reads them (kernels/flash/contract.h).
 // The gradient of the output, dO, has out's logical shape with its own strides:
 //   dout[b*do_batch_stride + (q_start(b) + i)*do_row_stride + h*do_head_stride + d]
 // The scratch and output buffers are contiguous, in the logical shapes of q and k:

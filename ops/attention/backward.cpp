@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/flash/contract.h"
 #ifdef WICK_WITH_CUDA
 #include "kernels/flash_bwd/flash_bwd.h"
 #endif
@@ -12,6 +13,7 @@ namespace wick::attention {
 
 namespace {
 
+using namespace kernels::attn;  // the contract: seq_bounds, kv_row, key_visible, logit, ...
 using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 std::vector<float> host_f32(const Tensor& t) {
@@ -28,52 +30,14 @@ Tensor to_tensor(const std::vector<float>& v, const Shape& shape, DType dtype, D
   });
 }
 
-// Where one sequence's rows live in the logical (row, head, channel) views of q/out and k/v.
-struct Rows {
-  int64_t q_row0 = 0;          // row of query 0 in q's leading dims flattened
-  int64_t sq = 0, sk = 0;
-  std::vector<int64_t> k_row;  // row of key t in k's leading dims flattened
-  int64_t lse_base = 0, lse_head = 0;  // lse[lse_base + h * lse_head + i]
-};
-
-Rows rows_of(const AttnPlan& plan, int b) {
-  const auto& p = plan.params;
-  Rows r;
-  if (plan.varlen) {
-    r.q_row0 = plan.seqlens_q[b];
-    r.sq = plan.seqlens_q[b + 1] - plan.seqlens_q[b];
-    r.sk = plan.seqlens_k[b + 1] - plan.seqlens_k[b];
-    r.lse_base = r.q_row0;
-    r.lse_head = p.total_q;
-  } else {
-    r.q_row0 = static_cast<int64_t>(b) * p.seqlen_q;
-    r.sq = p.seqlen_q, r.sk = p.seqlen_k;
-    r.lse_base = static_cast<int64_t>(b) * p.num_heads * p.seqlen_q;
-    r.lse_head = p.seqlen_q;
-  }
-  r.k_row.resize(r.sk);
-  for (int64_t t = 0; t < r.sk; ++t) {
-    if (plan.paged) {
-      const int32_t blk = plan.block_table[b * plan.block_table_cols + t / p.page_block_size];
-      r.k_row[t] = static_cast<int64_t>(blk) * p.page_block_size + t % p.page_block_size;
-    } else {
-      r.k_row[t] = plan.varlen ? plan.seqlens_k[b] + t : static_cast<int64_t>(b) * p.seqlen_k + t;
-    }
-  }
-  return r;
-}
+}  // namespace
 
 #ifdef WICK_WITH_CUDA
-// The CUDA path: binds the forward's out/lse and grad_out into the kernels' params and
-// allocates the f32 accumulators (flash_bwd_params.h) and the outputs on the device.
-std::array<Tensor, 3> flash_bwd_cuda(const AttnPlan& plan_in, const Tensor& q, const Tensor& k, const Tensor& v,
-                                     const Tensor& out, const Tensor& lse, const Tensor& grad_out) {
-  if (!(grad_out.shape() == out.shape()))
-    throw Error("flash-attn backward: grad_out shape " + to_string(grad_out.shape()) + " differs from out shape " +
-                to_string(out.shape()));
-  if (grad_out.dtype() != q.dtype() || !(grad_out.device() == q.device()) || !(out.device() == q.device()) ||
-      !(lse.device() == q.device()))
-    throw Error("flash-attn backward: grad_out, out and lse must be on q's device, grad_out in q's dtype");
+// Binds the forward's out/lse and grad_out (the autograd engine gives it out's shape, dtype
+// and device) into the kernels' params and allocates the f32 accumulators
+// (flash_bwd_params.h) and the outputs on the device.
+std::array<Tensor, 3> cuda_backward(const AttnPlan& plan_in, const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& out, const Tensor& lse, const Tensor& grad_out) {
   AttnPlan plan = plan_in;
   const Tensor o = out.stride().back() == 1 ? out : out.contiguous();
   const Tensor l = lse.contiguous();
@@ -110,34 +74,27 @@ std::array<Tensor, 3> flash_bwd_cuda(const AttnPlan& plan_in, const Tensor& q, c
 }
 #endif
 
-}  // namespace
-
-std::array<Tensor, 3> flash_bwd(const AttnPlan& plan, const std::vector<float>& slopes,
-                                const std::vector<std::vector<std::array<int32_t, 2>>>& mm_ranges,
-                                const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                                const Tensor& lse, const Tensor& grad_out) {
-#ifdef WICK_WITH_CUDA
-  if (q.device().is_cuda()) return flash_bwd_cuda(plan, q, k, v, out, lse, grad_out);
-#endif
-  return flash_bwd_host(plan, slopes, mm_ranges, q, k, v, out, lse, grad_out);
-}
-
-std::array<Tensor, 3> flash_bwd_host(const AttnPlan& plan, const std::vector<float>& slopes,
-                                     const std::vector<std::vector<std::array<int32_t, 2>>>& mm_ranges,
-                                     const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                                     const Tensor& lse, const Tensor& grad_out) {
-  const auto& p = plan.params;
-  const int H = p.num_heads, HK = p.num_heads_k, D = p.head_size, group = H / std::max(HK, 1);
+std::array<Tensor, 3> host_backward(const AttnPlan& plan, const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& out, const Tensor& lse, const Tensor& grad_out) {
+  // The host index tables, with the lse strides of a contiguous lse: every tensor below is
+  // read in logical order, so the contract's offsets with contiguous strides index it.
+  AttnPlan bound = plan;
+  bind_outputs(bound, out, lse);
+  const HostTables tables(bound);
+  const auto& p = tables.params();
+  const int H = p.num_heads, HK = p.num_heads_k, D = p.head_size;
   const std::vector<float> qh = host_f32(q), kh = host_f32(k), vh = host_f32(v), oh = host_f32(out),
                            lh = host_f32(lse), gh = host_f32(grad_out);
   std::vector<float> dq(qh.size(), 0.0f), dk(kh.size(), 0.0f), dv(vh.size(), 0.0f);
   const float inf = std::numeric_limits<float>::infinity();
 
   for (int b = 0; b < p.batch; ++b) {
-    const Rows r = rows_of(plan, b);
+    const SeqBounds r = seq_bounds(p, b);
     if (r.sq == 0 || r.sk == 0) continue;
+    std::vector<int64_t> k_row(r.sk);  // row of key t in k's leading dims flattened
+    for (int64_t t = 0; t < r.sk; ++t) k_row[t] = kv_row(p, b, r, t);
     for (int h = 0; h < H; ++h) {
-      const int hk = h / group;
+      const int hk = kv_head(p, h);
       RowMatrix Q(r.sq, D), dO(r.sq, D), O(r.sq, D), K(r.sk, D), V(r.sk, D);
       for (int64_t i = 0; i < r.sq; ++i)
         for (int c = 0; c < D; ++c) {
@@ -146,7 +103,7 @@ std::array<Tensor, 3> flash_bwd_host(const AttnPlan& plan, const std::vector<flo
         }
       for (int64_t t = 0; t < r.sk; ++t)
         for (int c = 0; c < D; ++c) {
-          const size_t at = (r.k_row[t] * HK + hk) * D + c;
+          const size_t at = (k_row[t] * HK + hk) * D + c;
           K(t, c) = kh[at], V(t, c) = vh[at];
         }
       // Recompute the probabilities from the LSE, exactly as the forward defined them.
@@ -154,20 +111,17 @@ std::array<Tensor, 3> flash_bwd_host(const AttnPlan& plan, const std::vector<flo
       RowMatrix T;                                         // tanh(s / softcap)
       if (p.softcap > 0) T = (S.array() / p.softcap).tanh().matrix();
       RowMatrix P(r.sq, r.sk);
+      const float slope = alibi_slope(p, h);
       for (int64_t i = 0; i < r.sq; ++i) {
-        const float lse_i = lh[r.lse_base + h * r.lse_head + i];
-        const int64_t pos = i + r.sk - r.sq;
+        const float lse_i = lh[lse_offset(p, b, r, i, h)];
+        const int64_t pos = key_position(r, i);
         for (int64_t t = 0; t < r.sk; ++t) {
-          bool vis = (p.window_left < 0 || t >= pos - p.window_left) && (p.window_right < 0 || t <= pos + p.window_right);
-          if (!mm_ranges.empty())
-            for (const auto& g : mm_ranges[b]) vis = vis || (g[0] <= pos && pos < g[1] && g[0] <= t && t < g[1]);
-          if (!vis || lse_i == -inf) {
+          if (!key_visible(p, b, pos, t) || lse_i == -inf) {
             P(i, t) = 0.0f;
             continue;
           }
-          float logit = p.softcap > 0 ? p.softcap * T(i, t) : S(i, t);
-          if (!slopes.empty()) logit -= slopes[h] * static_cast<float>(std::llabs(pos - t));
-          P(i, t) = std::exp(logit - lse_i);
+          // S holds scale * q.k already: the contract's logit with a unit scale.
+          P(i, t) = std::exp(logit(S(i, t), 1.0f, p.softcap, slope, pos, t) - lse_i);
         }
       }
       const RowMatrix dV = P.transpose() * dO;
@@ -181,7 +135,7 @@ std::array<Tensor, 3> flash_bwd_host(const AttnPlan& plan, const std::vector<flo
         for (int c = 0; c < D; ++c) dq[((r.q_row0 + i) * H + h) * D + c] = dQ(i, c);
       for (int64_t t = 0; t < r.sk; ++t)
         for (int c = 0; c < D; ++c) {
-          const size_t at = (r.k_row[t] * HK + hk) * D + c;
+          const size_t at = (k_row[t] * HK + hk) * D + c;
           dk[at] += dK(t, c), dv[at] += dV(t, c);
         }
     }

@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/flash/contract.h"
 #include "tensor/dtype.h"
 
 namespace wick::attention {
@@ -41,6 +42,7 @@ namespace wick::attention {
 namespace {
 
 using kernels::FlashFwdParams;
+using namespace kernels::attn;  // the contract: seq_bounds, window_keys, key_visible, logit, ...
 using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using Column = Eigen::Array<float, Eigen::Dynamic, 1>;
 
@@ -66,52 +68,6 @@ inline void store_from_f32(const float* src, T* dst, int n) {
   for (int i = 0; i < n; ++i) dst[i] = static_cast<T>(src[i]);
 }
 
-// Where one sequence's rows are (index maps: kernels/flash/flash_params.h).
-struct Sequence {
-  int b = 0;
-  int64_t q_start = 0, k_start = 0;
-  int sq = 0, sk = 0;
-};
-
-Sequence sequence(const FlashFwdParams& p, int b) {
-  Sequence s;
-  s.b = b;
-  if (p.cu_seqlens_q) {
-    s.q_start = p.cu_seqlens_q[b];
-    s.sq = static_cast<int>(p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b]);
-    s.k_start = p.cu_seqlens_k[b];
-    s.sk = static_cast<int>(p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b]);
-  } else {
-    s.sq = p.seqlen_q;
-    s.sk = p.seqlen_k;
-  }
-  return s;
-}
-
-struct Range {
-  int64_t begin, end;  // [begin, end) in key positions
-};
-
-// The mm-prefix ranges of sequence b that are non-empty.
-std::vector<Range> prefix_ranges(const FlashFwdParams& p, int b) {
-  std::vector<Range> out;
-  if (!p.mm_prefix_ranges) return out;
-  for (int r = 0; r < p.mm_max_ranges; ++r) {
-    const int32_t* e = p.mm_prefix_ranges + b * p.mm_batch_stride + r * p.mm_range_stride;
-    if (e[0] < e[1]) out.push_back({e[0], e[1]});
-  }
-  return out;
-}
-
-// Is key t visible to the query row at key position pos? (parity sheet section 4)
-inline bool visible(const FlashFwdParams& p, const std::vector<Range>& ranges, int64_t pos, int64_t t) {
-  if ((p.window_left < 0 || t >= pos - p.window_left) && (p.window_right < 0 || t <= pos + p.window_right))
-    return true;
-  for (const Range& r : ranges)
-    if (r.begin <= pos && pos < r.end && r.begin <= t && t < r.end) return true;
-  return false;
-}
-
 struct Item {
   int b, h, m_block;
 };
@@ -124,48 +80,46 @@ class Worker {
 
   void run(const Item& it) {
     // Step 0: the tile's rows, and where they sit among the keys (bottom-right alignment).
-    const Sequence s = sequence(p_, it.b);
+    const SeqBounds s = seq_bounds(p_, it.b);
     const int m0 = it.m_block * kBlockM;
     const int rows = std::min(kBlockM, s.sq - m0);
-    const int hk = it.h / (p_.num_heads / p_.num_heads_k);
-    const int64_t pos0 = m0 + static_cast<int64_t>(s.sk) - s.sq;  // p(first row)
-    const int64_t pos1 = pos0 + rows - 1;                          // p(last row)
-    const std::vector<Range> ranges = prefix_ranges(p_, it.b);
-    const float slope = p_.alibi_slopes ? p_.alibi_slopes[it.h] : 0.0f;
-    const bool softcap = p_.softcap > 0.0f;
+    const int hk = kv_head(p_, it.h);
+    const int64_t pos0 = key_position(s, m0);  // pos(first row)
+    const int64_t pos1 = pos0 + rows - 1;      // pos(last row)
+    const float slope = alibi_slope(p_, it.h);
+    // Softcap and ALiBi need the contract's logit per score; without them the logit is
+    // softmax_scale * q.k, so the scale folds into Q (one multiply per element of Q instead
+    // of one per score).
+    const bool general_logits = p_.softcap > 0.0f || slope != 0.0f;
 
-    // Step 1: Q tile in f32. Without softcap the scale folds into Q (one multiply per
-    // element of Q instead of one per score); with softcap it must go inside the tanh.
-    load_q(s, it.h, m0, rows, softcap ? 1.0f : p_.softmax_scale);
+    // Step 1: Q tile in f32.
+    load_q(s, it.b, it.h, m0, rows, general_logits ? 1.0f : p_.softmax_scale);
     m_.setConstant(rows, kNegInf);
     l_.setZero(rows);
     O_.setZero(rows, d_);
 
     // Step 0 (cont.): the keys this tile can see at all.
-    auto [n_begin, n_end] = key_range(s.sk, pos0, pos1, ranges);
-    if (n_begin < n_end) select_panel(s, hk);
-    for (int64_t n0 = n_begin / kBlockN * kBlockN; n0 < n_end; n0 += kBlockN) {
+    const KeyRange keys = visible_keys_of_rows(p_, it.b, pos0, pos1, s.sk);
+    if (!keys.empty()) select_panel(it.b, s, hk);
+    const int64_t n_end = keys.empty() ? 0 : keys.end;
+    for (int64_t n0 = keys.begin / kBlockN * kBlockN; n0 < n_end; n0 += kBlockN) {
       const int cols = static_cast<int>(std::min<int64_t>(kBlockN, s.sk - n0));
       // Step 2: K and V for these keys, in f32 (converted once per panel).
-      ensure_block(s, hk, n0, cols);
+      ensure_block(it.b, s, hk, n0, cols);
       auto Kb = K_.middleRows(n0, cols);
       auto Vb = V_.middleRows(n0, cols);
       // Step 2a: scores.
       S_.resize(rows, cols);
       S_.noalias() = Q_ * Kb.transpose();
-      if (softcap) {
-        const float inv = p_.softmax_scale / p_.softcap;
-        S_.array() = (S_.array() * inv).tanh() * p_.softcap;
-      }
-      if (slope != 0.0f) add_alibi(slope, pos0, n0, rows, cols);
-      const bool masked = !fully_visible(pos0, pos1, n0, n0 + cols - 1);
-      if (masked) apply_mask(ranges, pos0, n0, rows, cols);
+      if (general_logits) apply_logits(slope, pos0, n0, rows, cols);
+      const bool masked = rows_touch_ranges(p_, it.b, pos0, pos1) || !window_covers(p_, pos0, pos1, n0, n0 + cols - 1);
+      if (masked) apply_mask(it.b, pos0, n0, rows, cols);
       // Steps 2b-2d: online softmax update, then O += P V.
       online_softmax(masked);
       O_.noalias() += S_ * Vb;  // step 2d; S_ now holds P
     }
     // Step 3: normalise and store.
-    store(s, it.h, m0, rows);
+    store(it.b, s, it.h, m0, rows);
   }
 
  private:
@@ -179,43 +133,16 @@ class Worker {
   RowMatrix K_, V_;
   std::vector<char> ready_;
 
-  const T* q_row(const Sequence& s, int h, int64_t i) const {
-    return static_cast<const T*>(p_.q) + s.b * p_.q_batch_stride + (s.q_start + i) * p_.q_row_stride +
-           h * p_.q_head_stride;
-  }
-
-  void load_q(const Sequence& s, int h, int m0, int rows, float scale) {
+  void load_q(const SeqBounds& s, int b, int h, int m0, int rows, float scale) {
     Q_.resize(rows, d_);
-    for (int r = 0; r < rows; ++r) load_f32(q_row(s, h, m0 + r), Q_.row(r).data(), d_);
+    const T* q = static_cast<const T*>(p_.q);
+    for (int r = 0; r < rows; ++r) load_f32(q + q_offset(p_, b, s, m0 + r, h), Q_.row(r).data(), d_);
     if (scale != 1.0f) Q_ *= scale;
   }
 
-  // Keys that some row in [pos0, pos1] may see: the window's span, widened by every
-  // mm-prefix range that one of the rows falls into.
-  std::pair<int64_t, int64_t> key_range(int sk, int64_t pos0, int64_t pos1,
-                                        const std::vector<Range>& ranges) const {
-    int64_t lo = 0, hi = sk;
-    if (p_.window_left >= 0) lo = std::max<int64_t>(0, pos0 - p_.window_left);
-    if (p_.window_right >= 0) hi = std::min<int64_t>(sk, pos1 + p_.window_right + 1);
-    if (lo >= hi) lo = sk, hi = 0;  // the window shows nothing; ranges may still
-    for (const Range& r : ranges) {
-      if (r.begin > pos1 || r.end <= pos0) continue;  // no row of the tile inside
-      lo = std::min(lo, std::max<int64_t>(0, r.begin));
-      hi = std::max(hi, std::min<int64_t>(sk, r.end));
-    }
-    return {lo, hi};
-  }
-
-  // True when every row of the tile sees every key in [t0, t1] through the window alone:
-  // the last row is the most restricted on the left, the first on the right.
-  bool fully_visible(int64_t pos0, int64_t pos1, int64_t t0, int64_t t1) const {
-    return (p_.window_left < 0 || t0 >= pos1 - p_.window_left) &&
-           (p_.window_right < 0 || t1 <= pos0 + p_.window_right);
-  }
-
-  void select_panel(const Sequence& s, int hk) {
-    if (panel_b_ == s.b && panel_hk_ == hk) return;
-    panel_b_ = s.b, panel_hk_ = hk;
+  void select_panel(int b, const SeqBounds& s, int hk) {
+    if (panel_b_ == b && panel_hk_ == hk) return;
+    panel_b_ = b, panel_hk_ = hk;
     const int64_t padded = (static_cast<int64_t>(s.sk) + kBlockN - 1) / kBlockN * kBlockN;
     if (K_.rows() < padded) {
       K_.resize(padded, d_);
@@ -224,52 +151,40 @@ class Worker {
     ready_.assign(padded / kBlockN, 0);
   }
 
-  const T* kv_row(const void* base, int64_t batch_stride, int64_t row_stride, int64_t head_stride,
-                  const Sequence& s, int hk, int64_t t) const {
-    const T* ptr = static_cast<const T*>(base) + hk * head_stride;
-    if (p_.block_table) {
-      const int32_t blk = p_.block_table[s.b * p_.block_table_batch_stride + t / p_.page_block_size];
-      return ptr + blk * batch_stride + (t % p_.page_block_size) * row_stride;
-    }
-    return ptr + s.b * batch_stride + (s.k_start + t) * row_stride;
-  }
-
-  void ensure_block(const Sequence& s, int hk, int64_t n0, int cols) {
+  void ensure_block(int b, const SeqBounds& s, int hk, int64_t n0, int cols) {
     char& done = ready_[n0 / kBlockN];
     if (done) return;
+    const T* k = static_cast<const T*>(p_.k);
+    const T* v = static_cast<const T*>(p_.v);
     for (int c = 0; c < cols; ++c) {
       const int64_t t = n0 + c;
-      load_f32(kv_row(p_.k, p_.k_batch_stride, p_.k_row_stride, p_.k_head_stride, s, hk, t),
-               K_.row(t).data(), d_);
-      load_f32(kv_row(p_.v, p_.v_batch_stride, p_.v_row_stride, p_.v_head_stride, s, hk, t),
-               V_.row(t).data(), d_);
+      load_f32(k + k_offset(p_, b, s, t, hk), K_.row(t).data(), d_);
+      load_f32(v + v_offset(p_, b, s, t, hk), V_.row(t).data(), d_);
     }
     done = 1;
   }
 
-  void add_alibi(float slope, int64_t pos0, int64_t n0, int rows, int cols) {
+  // S_ holds q.k (Q not pre-scaled): each score becomes the contract's logit.
+  void apply_logits(float slope, int64_t pos0, int64_t n0, int rows, int cols) {
     for (int r = 0; r < rows; ++r)
       for (int c = 0; c < cols; ++c)
-        S_(r, c) -= slope * static_cast<float>(std::abs(pos0 + r - (n0 + c)));
+        S_(r, c) = logit(S_(r, c), p_.softmax_scale, p_.softcap, slope, pos0 + r, n0 + c);
   }
 
-  // The window leaves each row one contiguous span of keys: fill -inf on both sides of it.
-  // Rows inside an mm-prefix range may see more, so they take the per-key test.
-  void apply_mask(const std::vector<Range>& ranges, int64_t pos0, int64_t n0, int rows, int cols) {
+  // The window leaves each row one contiguous span of keys (window_keys): fill -inf on both
+  // sides of it. Rows inside an mm-prefix range may see more, so they take the per-key rule.
+  void apply_mask(int b, int64_t pos0, int64_t n0, int rows, int cols) {
     for (int r = 0; r < rows; ++r) {
       const int64_t pos = pos0 + r;
-      const bool in_range = std::any_of(ranges.begin(), ranges.end(),
-                                        [&](const Range& g) { return g.begin <= pos && pos < g.end; });
-      if (in_range) {
+      if (rows_touch_ranges(p_, b, pos, pos)) {
         for (int c = 0; c < cols; ++c)
-          if (!visible(p_, ranges, pos, n0 + c)) S_(r, c) = kNegInf;
+          if (!key_visible(p_, b, pos, n0 + c)) S_(r, c) = kNegInf;
         continue;
       }
-      const int64_t lo = p_.window_left < 0 ? 0 : std::clamp<int64_t>(pos - p_.window_left - n0, 0, cols);
-      const int64_t hi = p_.window_right < 0 ? cols : std::clamp<int64_t>(pos + p_.window_right + 1 - n0, lo, cols);
+      const KeyRange w = clip({window_of(p_, pos).begin - n0, window_of(p_, pos).end - n0}, cols);
       float* row = S_.row(r).data();
-      std::fill(row, row + lo, kNegInf);
-      std::fill(row + hi, row + cols, kNegInf);
+      std::fill(row, row + w.begin, kNegInf);
+      std::fill(row + w.end, row + cols, kNegInf);
     }
   }
 
@@ -289,16 +204,14 @@ class Worker {
     m_ = m_new;
   }
 
-  void store(const Sequence& s, int h, int m0, int rows) {
+  void store(int b, const SeqBounds& s, int h, int m0, int rows) {
     std::vector<float> row(d_);
     for (int r = 0; r < rows; ++r) {
-      const int64_t i = s.q_start + m0 + r;
-      T* out = static_cast<T*>(p_.out) + s.b * p_.o_batch_stride + i * p_.o_row_stride + h * p_.o_head_stride;
+      T* out = static_cast<T*>(p_.out) + o_offset(p_, b, s, m0 + r, h);
       const bool seen = l_(r) > 0.0f;
       for (int c = 0; c < d_; ++c) row[c] = seen ? O_(r, c) / l_(r) : 0.0f;
       store_from_f32(row.data(), out, d_);
-      if (p_.lse)
-        p_.lse[s.b * p_.lse_batch_stride + h * p_.lse_head_stride + i] = seen ? m_(r) + std::log(l_(r)) : kNegInf;
+      if (p_.lse) p_.lse[lse_offset(p_, b, s, m0 + r, h)] = seen ? m_(r) + std::log(l_(r)) : kNegInf;
     }
   }
 };
@@ -307,7 +220,7 @@ class Worker {
 std::vector<Item> work_items(const FlashFwdParams& p) {
   std::vector<Item> items;
   for (int b = 0; b < p.batch; ++b) {
-    const int sq = sequence(p, b).sq;
+    const int sq = seq_bounds(p, b).sq;
     const int blocks = (sq + kBlockM - 1) / kBlockM;
     for (int h = 0; h < p.num_heads; ++h)
       for (int m = 0; m < blocks; ++m) items.push_back({b, h, m});

@@ -1,5 +1,6 @@
 #include "ops/attention/dispatch.h"
 
+#include "ops/attention/backward.h"
 #include "ops/attention/cpu.h"
 #ifdef WICK_WITH_CUDA
 #include "kernels/flash/flash_fwd.h"
@@ -7,7 +8,17 @@
 
 namespace wick::attention {
 
-void run_plan(const AttnPlan& plan) {
+namespace {
+
+#ifndef WICK_WITH_CUDA
+[[noreturn]] void no_cuda(const Device& device) {
+  throw Error("X01", "flash-attn: q is on " + to_string(device) + " but this build of wick has no CUDA support");
+}
+#endif
+
+}  // namespace
+
+void run_forward(const AttnPlan& plan) {
   const auto& p = plan.params;
   if (p.total_q == 0 || p.num_heads == 0) return;  // nothing to write
   if (plan.device.is_cpu()) {
@@ -18,16 +29,28 @@ void run_plan(const AttnPlan& plan) {
   set_current_device(plan.device);
   kernels::flash_fwd(p, nullptr);
 #else
-  throw Error("flash-attn: q is on " + to_string(plan.device) + " but this build of wick has no CUDA support");
+  no_cuda(plan.device);
 #endif
 }
 
-std::pair<Tensor, Tensor> run_plan_alloc(AttnPlan& plan) {
-  Tensor out = Tensor::empty(plan.out_shape, plan.dtype, plan.device);
-  Tensor lse = Tensor::empty(plan.lse_shape, DType::F32, plan.device);
-  bind_outputs(plan, out, lse);
-  run_plan(plan);
+std::pair<Tensor, Tensor> run_forward_alloc(const AttnPlan& plan) {
+  AttnPlan run = plan;
+  Tensor out = Tensor::empty(run.out_shape, run.dtype, run.device);
+  Tensor lse = Tensor::empty(run.lse_shape, DType::F32, run.device);
+  bind_outputs(run, out, lse);
+  run_forward(run);
   return {out, lse};
+}
+
+std::array<Tensor, 3> run_backward(const AttnPlan& plan, const Tensor& q, const Tensor& k, const Tensor& v,
+                                   const Tensor& out, const Tensor& lse, const Tensor& grad_out) {
+  if (plan.device.is_cpu()) return host_backward(plan, q, k, v, out, lse, grad_out);
+#ifdef WICK_WITH_CUDA
+  set_current_device(plan.device);
+  return cuda_backward(plan, q, k, v, out, lse, grad_out);
+#else
+  no_cuda(plan.device);
+#endif
 }
 
 }  // namespace wick::attention

@@ -2,13 +2,9 @@
 // does and runs it. Checks live in plan.cpp; the device choice in dispatch.cpp.
 #include "ops/attention/flash_attn.h"
 
-#include <array>
-#include <type_traits>
 #include <vector>
 
-#include "autograd/custom_op.h"
 #include "autograd/node.h"
-#include "ops/attention/backward.h"
 #include "ops/attention/dispatch.h"
 #include "ops/attention/plan.h"
 
@@ -21,57 +17,26 @@ std::optional<size_t> causal_right(bool causal) {
 }
 std::optional<Tensor> opt(const Tensor* t) { return t ? std::optional<Tensor>(*t) : std::nullopt; }
 
-bool wants_grad(const Tensor& q, const Tensor& k, const Tensor& v) {
-  return autograd::grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
-}
-
-std::vector<float> host_slopes(const std::optional<Tensor>& a) {
-  return a ? a->to_vec<float>() : std::vector<float>{};
-}
-
-std::vector<std::vector<std::array<int32_t, 2>>> host_mm_ranges(const std::optional<Tensor>& m) {
-  std::vector<std::vector<std::array<int32_t, 2>>> out;
-  if (!m) return out;
-  const auto d = m->shape().dims3();
-  const std::vector<int32_t> v = m->to_vec<int32_t>();
-  out.resize(d[0]);
-  for (size_t b = 0; b < d[0]; ++b)
-    for (size_t r = 0; r < d[1]; ++r) out[b].push_back({v[(b * d[1] + r) * 2], v[(b * d[1] + r) * 2 + 1]});
-  return out;
-}
-
-// Runs the op as one autograd node: forward (out, lse), backward from the LSE (backward.h).
-// Op is FlashAttn or FlashAttnVarLen; plan is the checked plan of (op, q, k, v), reused by
-// both directions (the node keeps q, k, v alive, so its pointers stay valid).
-template <class Op>
-std::pair<Tensor, Tensor> forward_recorded(const char* name, const Op& op, const attention::AttnPlan& plan,
-                                           const Tensor& q, const Tensor& k, const Tensor& v) {
-  autograd::CustomOp node;
-  node.name = name;
-  node.cpu_forward = node.cuda_forward = [plan](const std::vector<Tensor>&) {
-    attention::AttnPlan run = plan;  // run_plan_alloc binds fresh outputs into its plan
-    auto [out, lse] = attention::run_plan_alloc(run);
-    return std::vector<Tensor>{out, lse};
-  };
-  node.backward = [op, plan](const std::vector<Tensor>& in, const std::vector<Tensor>& outs,
-                             const Tensor& grad_out) {
-    std::vector<std::vector<std::array<int32_t, 2>>> ranges;
-    if constexpr (std::is_same_v<Op, FlashAttnVarLen>) ranges = host_mm_ranges(op.mm_prefix_ranges);
-    auto g = attention::flash_bwd(plan, host_slopes(op.alibi_slopes), ranges, in[0], in[1], in[2], outs[0],
-                                  outs[1], grad_out);
+// Runs a checked plan and, when q, k or v requires grad, records one graph node whose
+// backward reuses the plan (the node keeps q, k, v alive, so its pointers stay valid) and
+// recomputes the softmax from the LSE (dispatch.h: run_backward). The LSE is not recorded.
+std::pair<Tensor, Tensor> run(const char* name, const attention::AttnPlan& plan, const Tensor& q, const Tensor& k,
+                              const Tensor& v) {
+  auto [out, lse] = attention::run_forward_alloc(plan);
+  if (!autograd::should_record(q, k, v)) return {out, lse};
+  auto backward = [plan, qd = q.detach(), kd = k.detach(), vd = v.detach(), od = out.detach(),
+                   lse](const Tensor& grad_out) {
+    const auto g = attention::run_backward(plan, qd, kd, vd, od, lse, grad_out);
     return std::vector<Tensor>{g[0], g[1], g[2]};
   };
-  std::vector<Tensor> outs = node.apply({q, k, v});
-  return {outs[0], outs[1]};
+  return {autograd::record(out, name, {q, k, v}, std::move(backward)), lse};
 }
 
 }  // namespace
 
 std::pair<Tensor, Tensor> FlashAttn::forward_with_lse(const Tensor& q, const Tensor& k,
                                                       const Tensor& v) const {
-  attention::AttnPlan plan = attention::plan_batched(*this, q, k, v);  // checks first, always
-  if (wants_grad(q, k, v)) return forward_recorded("flash-attn", *this, plan, q, k, v);
-  return attention::run_plan_alloc(plan);
+  return run("flash-attn", attention::plan_batched(*this, q, k, v), q, k, v);
 }
 Tensor FlashAttn::forward(const Tensor& q, const Tensor& k, const Tensor& v) const {
   return forward_with_lse(q, k, v).first;
@@ -79,9 +44,7 @@ Tensor FlashAttn::forward(const Tensor& q, const Tensor& k, const Tensor& v) con
 
 std::pair<Tensor, Tensor> FlashAttnVarLen::forward_with_lse(const Tensor& q, const Tensor& k,
                                                             const Tensor& v) const {
-  attention::AttnPlan plan = attention::plan_varlen(*this, q, k, v);  // checks first, always
-  if (wants_grad(q, k, v)) return forward_recorded("flash-attn-varlen", *this, plan, q, k, v);
-  return attention::run_plan_alloc(plan);
+  return run("flash-attn-varlen", attention::plan_varlen(*this, q, k, v), q, k, v);
 }
 Tensor FlashAttnVarLen::forward(const Tensor& q, const Tensor& k, const Tensor& v) const {
   return forward_with_lse(q, k, v).first;

@@ -15,7 +15,7 @@
 #include <map>
 #include <vector>
 
-#include "ops/attention/flash_attn.h"
+#include "ops/attention/op.h"
 #include "tensor/tensor.h"
 
 namespace wick {

@@ -1,9 +1,10 @@
 // Every check of the flash-attention ops, in candle's order and with candle's text (the
-// numbered steps follow shared/parity/candle-flash-attn.md sections 2 and 3), then wick's
-// stricter checks (section 5), then the FlashFwdParams both devices consume.
+// numbered steps are those of docs/parity.md, sections 2 and 3), then wick's stricter checks
+// (section 5), then the FlashFwdParams both devices consume.
 #include "ops/attention/plan.h"
 
 #include <climits>
+#include <cmath>
 #include <string>
 
 namespace wick::attention {
@@ -89,6 +90,17 @@ void check_head_size_nonzero(const char* op, size_t head_size, const Tensor& q) 
     fail(std::string(op) + ": head_size is 0 (q shape " + dims_str(q) + "); it must be a positive multiple of 8");
 }
 
+// Wick's `causal` field is candle's window_size_right = Some(0); set together with another
+// right window it is a contradiction, not a preference.
+std::optional<size_t> right_window(const char* op, bool causal, std::optional<size_t> window_size_right) {
+  if (!causal) return window_size_right;
+  if (window_size_right && *window_size_right != 0)
+    throw Error("W13", std::string(op) + ": causal is set together with window_size_right = " +
+                           std::to_string(*window_size_right) +
+                           "; causal means window_size_right = 0, so set one or the other");
+  return size_t{0};
+}
+
 // candle's window conversion: a size above max_seqlen_k counts as None (-1); then
 // causal <=> left < 0 && right == 0; a missing side of a window becomes max_seqlen_k.
 // With mm_prefix_ranges a causal mask becomes a window of left = max_seqlen_k first.
@@ -98,21 +110,22 @@ void convert_windows(kernels::FlashFwdParams& p, std::optional<size_t> left,
   int l = (left && *left <= max_seqlen_k) ? static_cast<int>(*left) : -1;
   int r = (right && *right <= max_seqlen_k) ? static_cast<int>(*right) : -1;
   if (has_mm_prefix && l < 0 && r == 0) l = max_k;
-  p.is_causal = l < 0 && r == 0;
   if (l < 0 && r >= 0) l = max_k;
   if (l >= 0 && r < 0) r = max_k;
   p.window_left = l;
   p.window_right = r;
 }
 
+// An unset softmax_scale is 1 / sqrt(head_size), the usual attention scaling.
+float scale_of(const std::optional<float>& softmax_scale, size_t head_size) {
+  return softmax_scale ? *softmax_scale : 1.0f / std::sqrt(static_cast<float>(head_size));
+}
+
 // alibi_slopes may be any strided (num_heads) view; the kernels read it compact.
 void bind_alibi(AttnPlan& plan, const std::optional<Tensor>& a) {
   if (!a) return;
-  Tensor compact = *a;
-  if (!a->is_contiguous())
-    compact = Tensor::from_vec(a->to_vec<float>(), a->shape(), a->device());
-  plan.keep_alive.push_back(compact);
-  plan.params.alibi_slopes = static_cast<const float*>(compact.data_ptr());
+  plan.alibi_slopes = a->is_contiguous() ? *a : Tensor::from_vec(a->to_vec<float>(), a->shape(), a->device());
+  plan.params.alibi_slopes = static_cast<const float*>(plan.alibi_slopes.data_ptr());
 }
 
 // The output and LSE shapes, the dtype and the input base pointers: the part of the plan
@@ -150,10 +163,8 @@ void check_lengths_fit(const char* name, const char* tokens, const char* max_nam
   }
 }
 
-void check_seqlens_values(const AttnPlan& plan, const FlashAttnVarLen& op, size_t total_q,
-                          size_t total_k) {
-  const auto& sq = plan.seqlens_q;
-  const auto& sk = plan.seqlens_k;
+void check_seqlens_values(const std::vector<uint32_t>& sq, const std::vector<uint32_t>& sk,
+                          const FlashAttnVarLen& op, bool paged, size_t total_q, size_t total_k) {
   if (sq[0] != 0)
     fail(std::string(kVarlenOp) + ": seqlens_q must start at 0 (got seqlens_q[0] = " +
          std::to_string(sq[0]) + "); every row of q belongs to a sequence");
@@ -162,7 +173,7 @@ void check_seqlens_values(const AttnPlan& plan, const FlashAttnVarLen& op, size_
   if (sq.back() != total_q)
     fail(std::string(kVarlenOp) + ": seqlens_q ends at " + std::to_string(sq.back()) + " but q has " +
          std::to_string(total_q) + " rows (total_q); the last cumulative length must equal total_q");
-  if (!plan.paged && sk.back() > total_k)
+  if (!paged && sk.back() > total_k)
     fail(std::string(kVarlenOp) + ": seqlens_k ends at " + std::to_string(sk.back()) + " but k has only " +
          std::to_string(total_k) + " rows (total_k)");
   check_lengths_fit("seqlens_q", "query", "max_seqlen_q", sq, op.max_seqlen_q);
@@ -170,21 +181,21 @@ void check_seqlens_values(const AttnPlan& plan, const FlashAttnVarLen& op, size_
 }
 
 // Every block a sequence uses must exist: rows >= batch, enough columns, entries in range.
-void check_block_table_values(AttnPlan& plan, const Tensor& bt, size_t page, size_t num_blocks) {
+// seqlens_k: the host copy of the cumulative key lengths.
+void check_block_table_values(const std::vector<uint32_t>& seqlens_k, const Tensor& bt, size_t page,
+                              size_t num_blocks) {
   const auto dims = bt.shape().dims2();
-  const size_t batch = plan.seqlens_q.size() - 1;
+  const size_t batch = seqlens_k.size() - 1;
   if (dims[0] < batch)
     fail(std::string(kVarlenOp) + ": block_table has " + std::to_string(dims[0]) + " rows but there are " +
          std::to_string(batch) + " sequences (block_table shape " + dims_str(bt) + ")");
-  plan.block_table_cols = static_cast<int64_t>(dims[1]);
   std::vector<int64_t> entries(bt.elem_count());
   {
     std::vector<double> v = bt.to_f64_vec();  // u32 or i32, exact in double
     for (size_t i = 0; i < v.size(); ++i) entries[i] = static_cast<int64_t>(v[i]);
   }
-  plan.block_table.resize(entries.size());
   for (size_t b = 0; b < batch; ++b) {
-    const size_t len = plan.seqlens_k[b + 1] - plan.seqlens_k[b];
+    const size_t len = seqlens_k[b + 1] - seqlens_k[b];
     const size_t pages = (len + page - 1) / page;
     if (pages > dims[1])
       fail(std::string(kVarlenOp) + ": sequence " + std::to_string(b) + " has " + std::to_string(len) +
@@ -198,7 +209,6 @@ void check_block_table_values(AttnPlan& plan, const Tensor& bt, size_t page, siz
              std::to_string(num_blocks) + " blocks)");
     }
   }
-  for (size_t i = 0; i < entries.size(); ++i) plan.block_table[i] = static_cast<int32_t>(entries[i]);
 }
 
 // Varlen step 10.
@@ -294,12 +304,14 @@ AttnPlan plan_varlen(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k
   p.num_heads_k = to_i32(kVarlenOp, "num_heads_k", num_heads_k);
   p.batch = to_i32(kVarlenOp, "batch size", batch_size);
   if (op.mm_prefix_ranges) p.mm_max_ranges = to_i32(kVarlenOp, "max_ranges", op.mm_prefix_ranges->dim(1));
+  const std::optional<size_t> window_right = right_window(kVarlenOp, op.causal, op.window_size_right);
   plan.paged = paged;
   plan.varlen = true;
-  plan.seqlens_q = op.seqlens_q.to_vec<uint32_t>();
-  plan.seqlens_k = op.seqlens_k.to_vec<uint32_t>();
-  check_seqlens_values(plan, op, total_q, total_k);
-  if (paged) check_block_table_values(plan, *op.block_table, page_block_size, num_blocks);
+  {
+    const std::vector<uint32_t> sq = op.seqlens_q.to_vec<uint32_t>(), sk = op.seqlens_k.to_vec<uint32_t>();
+    check_seqlens_values(sq, sk, op, paged, total_q, total_k);
+    if (paged) check_block_table_values(sk, *op.block_table, page_block_size, num_blocks);
+  }
 
   // ---- the params (index maps: kernels/flash/flash_params.h)
   bind_inputs(plan, q, k, v, Shape{num_heads, total_q});
@@ -312,7 +324,8 @@ AttnPlan plan_varlen(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k
   if (paged) {
     p.k_batch_stride = ks[0], p.k_row_stride = ks[1], p.k_head_stride = ks[2];
     p.v_batch_stride = vs[0], p.v_row_stride = vs[1], p.v_head_stride = vs[2];
-    p.block_table = static_cast<const int32_t*>(op.block_table->data_ptr());
+    plan.block_table = *op.block_table;
+    p.block_table = static_cast<const int32_t*>(plan.block_table.data_ptr());  // u32 read as i32
     p.block_table_batch_stride = op.block_table->stride()[0];
     p.page_block_size = static_cast<int>(page_block_size);
     p.num_blocks = static_cast<int64_t>(num_blocks);
@@ -320,23 +333,24 @@ AttnPlan plan_varlen(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k
     p.k_batch_stride = 0, p.k_row_stride = ks[0], p.k_head_stride = ks[1];
     p.v_batch_stride = 0, p.v_row_stride = vs[0], p.v_head_stride = vs[1];
   }
-  p.cu_seqlens_q = static_cast<const uint32_t*>(op.seqlens_q.data_ptr());
-  p.cu_seqlens_k = static_cast<const uint32_t*>(op.seqlens_k.data_ptr());
+  plan.seqlens_q = op.seqlens_q;
+  plan.seqlens_k = op.seqlens_k;
+  p.cu_seqlens_q = static_cast<const uint32_t*>(plan.seqlens_q.data_ptr());
+  p.cu_seqlens_k = static_cast<const uint32_t*>(plan.seqlens_k.data_ptr());
   p.seqlen_q = p.max_seqlen_q;
   p.seqlen_k = p.max_seqlen_k;
   p.total_q = static_cast<int64_t>(total_q);
   p.head_size = static_cast<int>(head_size);
-  p.softmax_scale = op.softmax_scale;
+  p.softmax_scale = scale_of(op.softmax_scale, head_size);
   p.softcap = op.softcap.value_or(0.0f);
   bind_alibi(plan, op.alibi_slopes);
   if (op.mm_prefix_ranges) {
-    const Tensor& m = *op.mm_prefix_ranges;
-    p.mm_prefix_ranges = static_cast<const int32_t*>(m.data_ptr());
-    p.mm_batch_stride = m.stride()[0];
-    p.mm_range_stride = m.stride()[1];
+    plan.mm_prefix_ranges = *op.mm_prefix_ranges;
+    p.mm_prefix_ranges = static_cast<const int32_t*>(plan.mm_prefix_ranges.data_ptr());
+    p.mm_batch_stride = plan.mm_prefix_ranges.stride()[0];
+    p.mm_range_stride = plan.mm_prefix_ranges.stride()[1];
   }
-  convert_windows(p, op.window_size_left, op.window_size_right, op.max_seqlen_k,
-                  op.mm_prefix_ranges.has_value());
+  convert_windows(p, op.window_size_left, window_right, op.max_seqlen_k, op.mm_prefix_ranges.has_value());
   return plan;
 }
 
@@ -373,6 +387,7 @@ AttnPlan plan_batched(const FlashAttn& op, const Tensor& q, const Tensor& k, con
   p.seqlen_k = to_i32(kBatchedOp, "seqlen_k", seqlen_k);
   p.num_heads = to_i32(kBatchedOp, "num_heads", num_heads);
   p.num_heads_k = to_i32(kBatchedOp, "num_heads_k", num_heads_k);
+  const std::optional<size_t> window_right = right_window(kBatchedOp, op.causal, op.window_size_right);
 
   bind_inputs(plan, q, k, v, Shape{batch, num_heads, seqlen_q});
   const auto& qs = q.stride();
@@ -385,10 +400,10 @@ AttnPlan plan_batched(const FlashAttn& op, const Tensor& q, const Tensor& k, con
   p.max_seqlen_k = p.seqlen_k;
   p.total_q = static_cast<int64_t>(batch * seqlen_q);
   p.head_size = static_cast<int>(head_size);
-  p.softmax_scale = op.softmax_scale;
+  p.softmax_scale = scale_of(op.softmax_scale, head_size);
   p.softcap = op.softcap.value_or(0.0f);
   bind_alibi(plan, op.alibi_slopes);
-  convert_windows(p, op.window_size_left, op.window_size_right, seqlen_k, false);
+  convert_windows(p, op.window_size_left, window_right, seqlen_k, false);
   return plan;
 }
 
@@ -405,6 +420,36 @@ void bind_outputs(AttnPlan& plan, const Tensor& out, const Tensor& lse) {
     p.o_batch_stride = os[0], p.o_row_stride = os[1], p.o_head_stride = os[2];
     p.lse_batch_stride = static_cast<int64_t>(p.num_heads) * p.seqlen_q;
     p.lse_head_stride = p.seqlen_q;
+  }
+}
+
+}  // namespace wick::attention
+
+namespace wick::attention {
+
+HostTables::HostTables(const AttnPlan& plan) : params_(plan.params) {
+  if (plan.device.is_cpu()) return;  // every pointer is a host pointer already
+  auto& p = params_;
+  if (plan.seqlens_q.defined()) {
+    cu_q_ = plan.seqlens_q.to_vec<uint32_t>();
+    cu_k_ = plan.seqlens_k.to_vec<uint32_t>();
+    p.cu_seqlens_q = cu_q_.data();
+    p.cu_seqlens_k = cu_k_.data();
+  }
+  if (plan.block_table.defined()) {  // u32 or i32 entries, row-major (batch, cols)
+    for (double e : plan.block_table.to_f64_vec()) block_table_.push_back(static_cast<int32_t>(e));
+    p.block_table = block_table_.data();
+    p.block_table_batch_stride = static_cast<int64_t>(plan.block_table.dim(1));
+  }
+  if (plan.mm_prefix_ranges.defined()) {  // (batch, max_ranges, 2), row-major
+    mm_ = plan.mm_prefix_ranges.to_vec<int32_t>();
+    p.mm_prefix_ranges = mm_.data();
+    p.mm_batch_stride = static_cast<int64_t>(plan.mm_prefix_ranges.dim(1)) * 2;
+    p.mm_range_stride = 2;
+  }
+  if (plan.alibi_slopes.defined()) {
+    slopes_ = plan.alibi_slopes.to_vec<float>();
+    p.alibi_slopes = slopes_.data();
   }
 }
 

@@ -1,15 +1,17 @@
-// The attention plan: every argument check of the flash-attention ops, in candle's order
-// with candle's exact text, then wick's stricter checks (shared/parity/candle-flash-attn.md
-// section 5), and the FlashFwdParams that the CPU path and the CUDA kernels both consume.
+// The attention plan: every argument check of the flash-attention ops, in candle's order with
+// candle's exact text (docs/parity.md, sections 2 and 3), then wick's stricter checks
+// (section 5), and the FlashFwdParams that the CPU path and every CUDA kernel consume.
 //
-// No check lives anywhere else: the CPU path, the CUDA kernels and the reference path all
-// start from a plan, so a CPU-only machine raises exactly the error a GPU run would.
+// Every check of the op's arguments lives here: the CPU path, the CUDA kernels and the
+// reference path all start from a plan, so a CPU-only machine raises exactly the error a GPU
+// run would. (The kernels keep guards of their own preconditions, C10-C14 in docs/errors.md,
+// for callers that build FlashFwdParams by hand; a planned call never trips them.)
 #pragma once
 #include <cstdint>
 #include <vector>
 
 #include "kernels/flash/flash_params.h"
-#include "ops/attention/flash_attn.h"
+#include "ops/attention/op.h"
 #include "tensor/tensor.h"
 
 namespace wick::attention {
@@ -23,15 +25,11 @@ struct AttnPlan {
   Shape lse_shape;        // varlen (num_heads, total_q); batched (batch, num_heads, seqlen_q)
   bool varlen = false;
   bool paged = false;
-  // Host copies of the cumulative lengths (batch + 1 each; varlen only): the checks read
-  // them, and the reference path uses them to cut sequences out of q, k and v.
-  std::vector<uint32_t> seqlens_q, seqlens_k;
-  // Host copy of the block table read as i32, row-major (batch, block_table_cols); paged only.
-  std::vector<int32_t> block_table;
-  int64_t block_table_cols = 0;
-  // Tensors the plan made that params points into (a compact copy of strided alibi_slopes);
-  // they live as long as the plan.
-  std::vector<Tensor> keep_alive;
+  // The small index tensors params points into, undefined when the op has none: the
+  // cumulative lengths (varlen), the block table (paged), the mm-prefix ranges, and the
+  // ALiBi slopes (a compact copy when the op's were strided). Held so the pointers stay
+  // valid as long as the plan; host code reads them through HostTables.
+  Tensor seqlens_q, seqlens_k, block_table, mm_prefix_ranges, alibi_slopes;
 };
 
 // "flash-attn-varlen": q (total_q, h, d); k, v (total_k, hk, d) or paged
@@ -44,5 +42,23 @@ AttnPlan plan_batched(const FlashAttn& op, const Tensor& q, const Tensor& k, con
 // Points the plan at the output tensors (out like q's shape, contiguous, q's dtype; lse of
 // lse_shape, contiguous, f32; both on the plan's device) and fills the o_*/lse_* strides.
 void bind_outputs(AttnPlan& plan, const Tensor& out, const Tensor& lse);
+
+// A plan's params with every index pointer (cumulative lengths, block table, mm-prefix
+// ranges, ALiBi slopes) on the host: the plan's own for a CPU plan, host copies for a CUDA
+// plan. The q/k/v/out/lse pointers are left as they are. For host code that walks the
+// contract (contract.h) on a plan of any device: the reference and the host backward.
+class HostTables {
+ public:
+  explicit HostTables(const AttnPlan& plan);
+  HostTables(const HostTables&) = delete;
+  HostTables& operator=(const HostTables&) = delete;
+  const kernels::FlashFwdParams& params() const { return params_; }
+
+ private:
+  kernels::FlashFwdParams params_;
+  std::vector<uint32_t> cu_q_, cu_k_;
+  std::vector<int32_t> block_table_, mm_;
+  std::vector<float> slopes_;
+};
 
 }  // namespace wick::attention

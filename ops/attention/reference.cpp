@@ -1,10 +1,9 @@
 #include "ops/attention/reference.h"
 
-#include <cmath>
-#include <cstdlib>
 #include <limits>
 #include <vector>
 
+#include "kernels/flash/contract.h"
 #include "ops/attention/plan.h"
 #include "ops/ops.h"
 
@@ -13,43 +12,23 @@ namespace wick {
 namespace {
 
 using attention::AttnPlan;
-
-struct Range {
-  int64_t begin, end;
-};
-
-// The mm-prefix ranges of every sequence, read on the host in logical order.
-std::vector<std::vector<Range>> host_ranges(const std::optional<Tensor>& m) {
-  std::vector<std::vector<Range>> out;
-  if (!m) return out;
-  const auto d = m->shape().dims3();
-  const std::vector<int32_t> v = m->to_vec<int32_t>();
-  out.resize(d[0]);
-  for (size_t b = 0; b < d[0]; ++b)
-    for (size_t r = 0; r < d[1]; ++r) {
-      const int32_t s = v[(b * d[1] + r) * 2], e = v[(b * d[1] + r) * 2 + 1];
-      if (s < e) out[b].push_back({s, e});
-    }
-  return out;
-}
+using attention::HostTables;
+using kernels::FlashFwdParams;
+using namespace kernels::attn;  // the contract: seq_bounds, key_visible, alibi_bias, ...
 
 // x (f32) rounded to `dtype` and back: what storing it in the input precision loses.
 Tensor round_through(const Tensor& x, DType dtype) { return cast(cast(x, dtype), DType::F32); }
 
-// Attention for one sequence. qb (sq, h, d), kb and vb (sk, hk, d), any float dtype and
-// layout; returns (sq, h, d) f32.
-// slopes: the ALiBi slopes (num_heads), empty for none.
-Tensor attend(const AttnPlan& plan, const std::vector<Range>& ranges, const std::vector<float>& slopes,
-              ReferencePrecision precision, const Tensor& qb, const Tensor& kb, const Tensor& vb) {
+// Attention for sequence b (bounds s). qb (sq, h, d), kb and vb (sk, hk, d), any float dtype
+// and layout; returns (sq, h, d) f32. p: the plan's params with host index tables.
+Tensor attend(const FlashFwdParams& p, const Device dev, int b, const SeqBounds& s, ReferencePrecision precision,
+              const Tensor& qb, const Tensor& kb, const Tensor& vb) {
   const bool input_precision = precision == ReferencePrecision::Input;
-  const auto& p = plan.params;
   const size_t sq = qb.dim(0), sk = kb.dim(0), h = qb.dim(1), d = qb.dim(2);
-  const Device dev = plan.device;
   if (sk == 0) return Tensor::zeros({sq, h, d}, DType::F32, dev);
-  // Grouped-query attention: query head i reads kv head i / group.
-  const size_t group = h / kb.dim(1);
+  // Grouped-query attention: query head i reads kv head kv_head(i).
   std::vector<int32_t> head_of(h);
-  for (size_t i = 0; i < h; ++i) head_of[i] = static_cast<int32_t>(i / group);
+  for (size_t i = 0; i < h; ++i) head_of[i] = kv_head(p, static_cast<int>(i));
   const Tensor heads = Tensor::from_vec(head_of, Shape{h}, dev);
   const Tensor K = cast(index_select(kb, heads, 1), DType::F32).permute({1, 2, 0});  // (h, d, sk)
   const Tensor V = cast(index_select(vb, heads, 1), DType::F32).permute({1, 0, 2});  // (h, sk, d)
@@ -57,26 +36,24 @@ Tensor attend(const AttnPlan& plan, const std::vector<Range>& ranges, const std:
 
   Tensor S = matmul(Q, K);  // (h, sq, sk)
   if (input_precision) S = round_through(S, qb.dtype());
+  // The contract's logit, as tensor ops: soft_cap(scale * qk) + alibi_bias.
   S = mul_scalar(S, p.softmax_scale);
   if (p.softcap > 0) S = mul_scalar(tanh(mul_scalar(S, 1.0 / p.softcap)), p.softcap);
-  // Row i sits at key position i + sk - sq (bottom-right alignment).
   std::vector<uint8_t> visible(sq * sk), seen(sq, 0);
-  std::vector<float> distance(sq * sk);
+  std::vector<float> bias(sq * sk);  // alibi_bias with slope 1: -|pos(i) - t|
   for (size_t i = 0; i < sq; ++i) {
-    const int64_t pos = static_cast<int64_t>(i + sk) - static_cast<int64_t>(sq);
+    const int64_t pos = key_position(s, static_cast<int64_t>(i));
     for (size_t t = 0; t < sk; ++t) {
-      const int64_t j = static_cast<int64_t>(t);
-      bool vis = (p.window_left < 0 || j >= pos - p.window_left) && (p.window_right < 0 || j <= pos + p.window_right);
-      for (const Range& r : ranges) vis = vis || (r.begin <= pos && pos < r.end && r.begin <= j && j < r.end);
+      const bool vis = key_visible(p, b, pos, static_cast<int64_t>(t));
       visible[i * sk + t] = vis;
       seen[i] |= static_cast<uint8_t>(vis);
-      distance[i * sk + t] = static_cast<float>(std::llabs(pos - j));
+      bias[i * sk + t] = alibi_bias(1.0f, pos, static_cast<int64_t>(t));
     }
   }
-  if (!slopes.empty()) {
-    // -slope[h] * |p(i) - j|: (h, 1, 1) slopes times the (sq, sk) distances.
-    const Tensor s = Tensor::from_vec(slopes, Shape{h, 1, 1}, dev);
-    S = S - s * Tensor::from_vec(distance, Shape{sq, sk}, dev);
+  if (p.alibi_slopes) {
+    // (h, 1, 1) slopes times the (sq, sk) unit biases.
+    const Tensor slopes = Tensor::from_vec(std::vector<float>(p.alibi_slopes, p.alibi_slopes + h), Shape{h, 1, 1}, dev);
+    S = S + slopes * Tensor::from_vec(bias, Shape{sq, sk}, dev);
   }
   const Tensor neg_inf = Tensor::full({1}, -std::numeric_limits<double>::infinity(), DType::F32, dev);
   S = where(Tensor::from_vec(visible, Shape{sq, sk}, dev), S, neg_inf);
@@ -87,14 +64,15 @@ Tensor attend(const AttnPlan& plan, const std::vector<Range>& ranges, const std:
   return matmul(P, V).permute({1, 0, 2});  // (sq, h, d)
 }
 
-// The keys of sequence b in token order, (sk, hk, d): a slice of k, or its blocks gathered
-// through the block table.
-Tensor gather_keys(const AttnPlan& plan, const Tensor& kv, size_t b, size_t k0, size_t sk) {
-  if (!plan.paged) return kv.narrow(0, k0, sk);
-  const size_t page = static_cast<size_t>(plan.params.page_block_size);
+// The keys of sequence b in token order, (sk, hk, d): a slice of packed k/v, or the
+// sequence's blocks gathered through the block table.
+Tensor gather_keys(const AttnPlan& plan, const FlashFwdParams& p, const Tensor& kv, int b, const SeqBounds& s) {
+  const size_t sk = static_cast<size_t>(s.sk);
+  if (!plan.paged) return kv.narrow(0, static_cast<size_t>(s.k_start), sk);
+  const size_t page = static_cast<size_t>(p.page_block_size);
   const size_t pages = (sk + page - 1) / page;
-  std::vector<int32_t> ids(plan.block_table.begin() + b * plan.block_table_cols,
-                           plan.block_table.begin() + b * plan.block_table_cols + pages);
+  std::vector<int32_t> ids(pages);
+  for (size_t pg = 0; pg < pages; ++pg) ids[pg] = page_block(p, b, static_cast<int64_t>(pg));
   const Tensor blocks = index_select(kv, Tensor::from_vec(ids, Shape{pages}, plan.device), 0);
   return blocks.reshape({pages * page, kv.dim(2), kv.dim(3)}).narrow(0, 0, sk);
 }
@@ -104,15 +82,14 @@ Tensor gather_keys(const AttnPlan& plan, const Tensor& kv, size_t b, size_t k0, 
 Tensor attention_reference(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k, const Tensor& v,
                            ReferencePrecision precision) {
   const AttnPlan plan = attention::plan_varlen(op, q, k, v);
-  const auto ranges = host_ranges(op.mm_prefix_ranges);
-  const std::vector<float> slopes = op.alibi_slopes ? op.alibi_slopes->to_vec<float>() : std::vector<float>{};
+  const HostTables tables(plan);
+  const FlashFwdParams& p = tables.params();
   std::vector<Tensor> parts;
-  for (size_t b = 0; b + 1 < plan.seqlens_q.size(); ++b) {
-    const size_t q0 = plan.seqlens_q[b], sq = plan.seqlens_q[b + 1] - q0;
-    const size_t k0 = plan.seqlens_k[b], sk = plan.seqlens_k[b + 1] - k0;
-    if (sq == 0) continue;
-    parts.push_back(attend(plan, ranges.empty() ? std::vector<Range>{} : ranges[b], slopes, precision, q.narrow(0, q0, sq),
-                           gather_keys(plan, k, b, k0, sk), gather_keys(plan, v, b, k0, sk)));
+  for (int b = 0; b < p.batch; ++b) {
+    const SeqBounds s = seq_bounds(p, b);
+    if (s.sq == 0) continue;
+    parts.push_back(attend(p, plan.device, b, s, precision, q.narrow(0, static_cast<size_t>(s.q_start), s.sq),
+                           gather_keys(plan, p, k, b, s), gather_keys(plan, p, v, b, s)));
   }
   if (parts.empty()) return Tensor::zeros(q.shape(), q.dtype(), q.device());
   return cast(cat(parts, 0), q.dtype());
@@ -121,13 +98,18 @@ Tensor attention_reference(const FlashAttnVarLen& op, const Tensor& q, const Ten
 Tensor attention_reference(const FlashAttn& op, const Tensor& q, const Tensor& k, const Tensor& v,
                            ReferencePrecision precision) {
   const AttnPlan plan = attention::plan_batched(op, q, k, v);
-  const std::vector<float> slopes = op.alibi_slopes ? op.alibi_slopes->to_vec<float>() : std::vector<float>{};
+  const HostTables tables(plan);
+  const FlashFwdParams& p = tables.params();
+  if (q.elem_count() == 0) return Tensor::zeros(q.shape(), q.dtype(), q.device());
   std::vector<Tensor> parts;
-  for (size_t b = 0; b < q.dim(0); ++b)
-    parts.push_back(attend(plan, {}, slopes, precision, q.narrow(0, b, 1).squeeze(0), k.narrow(0, b, 1).squeeze(0),
-                           v.narrow(0, b, 1).squeeze(0))
+  for (int b = 0; b < p.batch; ++b) {
+    const SeqBounds s = seq_bounds(p, b);
+    const size_t bi = static_cast<size_t>(b);
+    parts.push_back(attend(p, plan.device, b, s, precision, q.narrow(0, bi, 1).squeeze(0),
+                           k.narrow(0, bi, 1).squeeze(0), v.narrow(0, bi, 1).squeeze(0))
                         .unsqueeze(0));
-  if (parts.empty() || q.elem_count() == 0) return Tensor::zeros(q.shape(), q.dtype(), q.device());
+  }
+  if (parts.empty()) return Tensor::zeros(q.shape(), q.dtype(), q.device());
   return cast(cat(parts, 0), q.dtype());
 }
 

@@ -8,7 +8,7 @@
 // Same arguments, same checks (it runs the same plan, so it raises the same errors) and the
 // same output shape as the op's forward().
 #pragma once
-#include "ops/attention/flash_attn.h"
+#include "ops/attention/op.h"
 
 namespace wick {
 

@@ -1,0 +1,70 @@
+// The two flash-attention op structs, as candle-flash-attn defines them: aggregates with
+// public optional fields, set what you need and call forward(). The candle-style free
+// functions (flash_attn.h) fill one of these and run it; PagedKvCache (paged_kv_cache.h)
+// binds its block table into a FlashAttnVarLen. A low header on purpose: it needs only
+// Tensor, so everything that takes an op includes this and nothing else of attention.
+//
+//   softmax(Q K^T * softmax_scale [softcap] [- ALiBi] [mask]) V,
+//   f16/bf16 in and out, f32 accumulation and f32 softmax; the LSE is f32.
+// The semantics, the checks and their order: docs/parity.md. Every error is a wick::Error
+// whose what() is the exact text and code() its entry in docs/errors.md.
+//
+// Rust Option<T> maps to std::optional<T>, Option<&Tensor> to const Tensor* (nullptr = None).
+#pragma once
+#include <cstddef>
+#include <optional>
+#include <utility>
+
+#include "tensor/tensor.h"
+
+namespace wick {
+
+// The batched op ("flash-attn"): every sequence of the batch has the same lengths.
+//   q   (batch, seqlen_q, num_heads,   head_size)   last dim contiguous, any other strides
+//   k,v (batch, seqlen_k, num_heads_k, head_size)   num_heads_k divides num_heads (GQA/MQA)
+//   out (batch, seqlen_q, num_heads, head_size), contiguous, q's dtype and device
+//   lse (batch, num_heads, seqlen_q) f32: log-sum-exp of each row's logits (-inf: no key seen)
+// When seqlen_q != seqlen_k the causal mask is aligned bottom-right: query row i sits at key
+// position i + seqlen_k - seqlen_q.
+struct FlashAttn {
+  std::optional<float> softmax_scale;          // unset: 1 / sqrt(head_size)
+  std::optional<Tensor> alibi_slopes;          // (num_heads) f32; logit -= slope[h] * |p(i) - j|
+  std::optional<size_t> window_size_left;      // keys at most this far left of p(i) (None: all)
+  std::optional<size_t> window_size_right;     // keys at most this far right of p(i); 0 = causal
+  std::optional<float> softcap;                // softcap * tanh(logit / softcap) when > 0
+  bool causal = false;                         // shorthand for window_size_right = 0 (W13)
+
+  Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v) const;
+  // (out, lse) with lse (batch, num_heads, seqlen_q) f32.
+  std::pair<Tensor, Tensor> forward_with_lse(const Tensor& q, const Tensor& k, const Tensor& v) const;
+};
+
+// The variable-length op ("flash-attn-varlen"): sequences packed one after another.
+//   q   (total_q, num_heads, head_size); sequence b owns rows [seqlens_q[b], seqlens_q[b+1])
+//   not paged: k,v (total_k, num_heads_k, head_size), rows [seqlens_k[b], seqlens_k[b+1])
+//   paged:     k,v (num_blocks, page_block_size, num_heads_k, head_size); token t of
+//              sequence b is row t % page_block_size of block block_table[b][t / page_block_size];
+//              sk(b) = seqlens_k[b+1] - seqlens_k[b] (still cumulative)
+//   out (total_q, num_heads, head_size) contiguous; lse (num_heads, total_q) f32
+struct FlashAttnVarLen {
+  std::optional<float> softmax_scale;  // unset: 1 / sqrt(head_size)
+  size_t max_seqlen_q = 0;   // >= every sequence's query length
+  size_t max_seqlen_k = 0;   // >= every sequence's key length; windows larger than it are "None"
+  Tensor seqlens_q;          // (batch + 1) U32, cumulative, starts at 0, ends at total_q
+  Tensor seqlens_k;          // (batch + 1) U32, cumulative
+  std::optional<Tensor> block_table;       // (batch, max_blocks_per_seq) U32 or I32: paged K/V
+  std::optional<Tensor> mm_prefix_ranges;  // (batch, max_ranges, 2) I32: [start, end) key ranges
+                                           // attended bidirectionally (multimodal prefixes)
+  std::optional<size_t> page_block_size;   // rows per block; required when paged
+  std::optional<Tensor> alibi_slopes;      // (num_heads) f32
+  std::optional<size_t> window_size_left;
+  std::optional<size_t> window_size_right;
+  std::optional<float> softcap;
+  bool causal = false;                     // shorthand for window_size_right = 0 (W13)
+
+  Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v) const;
+  // (out, lse) with lse (num_heads, total_q) f32.
+  std::pair<Tensor, Tensor> forward_with_lse(const Tensor& q, const Tensor& k, const Tensor& v) const;
+};
+
+}  // namespace wick
