@@ -168,7 +168,7 @@ Ref64 ref64_t(const kernels::FlashFwdParams& p) {
         std::vector<double> logits(s.sk, -std::numeric_limits<double>::infinity());
         double mx = -std::numeric_limits<double>::infinity();
         for (int64_t t = 0; t < s.sk; ++t) {
-          if (!key_visible(p, b, pos, t)) continue;
+          if (!key_visible<int64_t>(p, b, pos, t, s.sk)) continue;
           const int64_t koff = k_offset(p, b, s, t, hk), qoff = q_offset(p, b, s, i, h);
           double dot = 0;
           for (int c = 0; c < D; ++c) dot += elem<T>(p.q, qoff + c) * elem<T>(p.k, koff + c);

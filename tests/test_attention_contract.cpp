@@ -109,44 +109,55 @@ TEST_CASE("contract: paged rows go through the block table") {
 }
 
 TEST_CASE("contract: the window rule") {
+  using R = Range<int64_t>;
+  auto keys = [](const FlashFwdParams& p, int64_t pos, int64_t sk) { return window_keys<int64_t>(p, pos, sk); };
   // causal after candle's conversion: left = max_seqlen_k (8), right = 0
   const FlashFwdParams causal = window(8, 0);
-  CHECK(window_of(causal, 3).contains(0));
-  CHECK(window_of(causal, 3).contains(3));
-  CHECK_FALSE(window_of(causal, 3).contains(4));
-  CHECK(window_keys(causal, 3, 6).begin == 0);
-  CHECK(window_keys(causal, 3, 6).end == 4);
-  CHECK(window_keys(causal, -1, 6).empty());  // a query before the first key sees nothing
+  CHECK(keys(causal, 3, 6).contains(0));
+  CHECK(keys(causal, 3, 6).contains(3));
+  CHECK_FALSE(keys(causal, 3, 6).contains(4));
+  CHECK(keys(causal, 3, 6).begin == 0);
+  CHECK(keys(causal, 3, 6).end == 4);
+  CHECK(keys(causal, -1, 6).empty());  // a query before the first key sees nothing
 
   // sliding window: left 2, right 1 -> keys pos-2 .. pos+1
   const FlashFwdParams sw = window(2, 1);
-  CHECK(window_keys(sw, 5, 10).begin == 3);
-  CHECK(window_keys(sw, 5, 10).end == 7);
-  CHECK(window_keys(sw, 9, 10).end == 10);   // clipped to sk
-  CHECK(window_keys(sw, 0, 10).begin == 0);  // clipped to 0
-  CHECK(window_keys(sw, 20, 10).empty());
-  CHECK(window_keys(sw, 20, 10).begin == 10);  // an empty range stays inside [0, sk]
+  CHECK(keys(sw, 5, 10).begin == 3);
+  CHECK(keys(sw, 5, 10).end == 7);
+  CHECK(keys(sw, 9, 10).end == 10);   // clipped to sk
+  CHECK(keys(sw, 0, 10).begin == 0);  // clipped to 0
+  CHECK(keys(sw, 20, 10).empty());
+  CHECK(keys(sw, 20, 10).begin == 10);  // both ends stay inside [0, sk]
 
   // both sides open: every key
   const FlashFwdParams full = window(-1, -1);
-  CHECK(window_keys(full, -5, 7).begin == 0);
-  CHECK(window_keys(full, -5, 7).end == 7);
+  CHECK(keys(full, -5, 7).begin == 0);
+  CHECK(keys(full, -5, 7).end == 7);
+
+  // the same rule in 32 bits (what the kernels use)
+  CHECK(window_keys<int>(sw, 5, 10).begin == 3);
+  CHECK(window_keys<int>(sw, 5, 10).end == 7);
 
   // rows 4..6 of the sliding window see keys 2..7 together
-  CHECK(window_keys_of_rows(sw, 4, 6, 10).begin == 2);
-  CHECK(window_keys_of_rows(sw, 4, 6, 10).end == 8);
+  const R rows = window_keys_of_rows<int64_t>(sw, 4, 6, 10);
+  CHECK(rows.begin == 2);
+  CHECK(rows.end == 8);
   // a tile of keys 4..5 is seen whole by rows 4..6 (row 4: 2..5, row 6: 4..7)
-  CHECK(window_covers(sw, 4, 6, 4, 5));
-  CHECK_FALSE(window_covers(sw, 4, 6, 3, 5));  // row 6 does not see key 3
-  CHECK_FALSE(window_covers(sw, 4, 6, 4, 6));  // row 4 does not see key 6
-  CHECK(window_covers(full, 0, 100, 0, 1000));
+  CHECK(window_covers<int64_t>(sw, 4, 6, 4, 5, 10));
+  CHECK_FALSE(window_covers<int64_t>(sw, 4, 6, 3, 5, 10));  // row 6 does not see key 3
+  CHECK_FALSE(window_covers<int64_t>(sw, 4, 6, 4, 6, 10));  // row 4 does not see key 6
+  CHECK(window_covers<int64_t>(full, 0, 100, 0, 999, 1000));
+  CHECK_FALSE(window_covers<int64_t>(full, 0, 100, 0, 1000, 1000));  // key 1000 does not exist
   // the inverse: positions whose window reaches keys 4..5 are 3..7
-  CHECK(window_rows(sw, 4, 5).begin == 3);
-  CHECK(window_rows(sw, 4, 5).end == 8);
+  const R back = window_rows<int64_t>(sw, 4, 5, 0, 12);
+  CHECK(back.begin == 3);
+  CHECK(back.end == 8);
   for (int64_t pos = 0; pos < 12; ++pos) {
-    const bool reaches = window_of(sw, pos).contains(4) || window_of(sw, pos).contains(5);
-    CHECK(window_rows(sw, 4, 5).contains(pos) == reaches);
+    const bool reaches = keys(sw, pos, 12).contains(4) || keys(sw, pos, 12).contains(5);
+    CHECK(back.contains(pos) == reaches);
   }
+  CHECK(window_rows<int64_t>(full, 4, 5, -3, 9).begin == -3);  // open sides keep the bounds
+  CHECK(window_rows<int64_t>(full, 4, 5, -3, 9).end == 9);
 }
 
 TEST_CASE("contract: mm-prefix ranges see each other both ways") {
@@ -154,26 +165,35 @@ TEST_CASE("contract: mm-prefix ranges see each other both ways") {
   std::vector<int32_t> ranges{1, 4, 5, 5};
   FlashFwdParams p = window(8, 0);
   p.mm_prefix_ranges = ranges.data(), p.mm_batch_stride = 4, p.mm_range_stride = 2, p.mm_max_ranges = 2;
-  CHECK(key_visible(p, 0, 1, 3));        // inside the range: a later key is visible
-  CHECK_FALSE(key_visible(p, 0, 0, 2));  // query 0 is outside the range: causal only
-  CHECK(key_visible(p, 0, 4, 2));        // causal
-  CHECK_FALSE(key_visible(p, 0, 4, 5));
-  CHECK_FALSE(key_visible(p, 0, 5, 6));  // [5, 5) is empty
-  CHECK(rows_touch_ranges(p, 0, 0, 1));
-  CHECK_FALSE(rows_touch_ranges(p, 0, 4, 6));
+  auto vis = [&](const FlashFwdParams& q, int64_t pos, int64_t t) { return key_visible<int64_t>(q, 0, pos, t, 8); };
+  CHECK(vis(p, 1, 3));        // inside the range: a later key is visible
+  CHECK_FALSE(vis(p, 0, 2));  // query 0 is outside the range: causal only
+  CHECK(vis(p, 4, 2));        // causal
+  CHECK_FALSE(vis(p, 4, 5));
+  CHECK_FALSE(vis(p, 5, 6));  // [5, 5) is empty
+  CHECK(rows_touch_ranges<int64_t>(p, 0, 0, 1));
+  CHECK_FALSE(rows_touch_ranges<int64_t>(p, 0, 4, 6));
   // rows 1..2 may see keys 0..3 (causal 0..2, widened by the range to 3)
-  CHECK(visible_keys_of_rows(p, 0, 1, 2, 8).begin == 0);
-  CHECK(visible_keys_of_rows(p, 0, 1, 2, 8).end == 4);
+  CHECK(visible_keys_of_rows<int64_t>(p, 0, 1, 2, 8).begin == 0);
+  CHECK(visible_keys_of_rows<int64_t>(p, 0, 1, 2, 8).end == 4);
   // a window that shows nothing still shows the range to rows inside it
   FlashFwdParams narrow = window(0, 0);
+  narrow.window_left = -1;  // left open, right 0: through the window alone row -1 sees nothing
   narrow.mm_prefix_ranges = ranges.data(), narrow.mm_batch_stride = 4, narrow.mm_range_stride = 2,
   narrow.mm_max_ranges = 2;
-  CHECK(visible_keys_of_rows(narrow, 0, 2, 2, 8).begin == 1);
-  CHECK(visible_keys_of_rows(narrow, 0, 2, 2, 8).end == 4);
-  // every visible key lies in visible_keys_of_rows
-  for (int64_t pos = -2; pos < 8; ++pos)
-    for (int64_t t = 0; t < 8; ++t)
-      if (key_visible(p, 0, pos, t)) CHECK(visible_keys_of_rows(p, 0, pos, pos, 8).contains(t));
+  CHECK(visible_keys_of_rows<int64_t>(narrow, 0, -1, -1, 8).empty());
+  FlashFwdParams none = window(0, 0);  // a window of the query's own key only
+  none.mm_prefix_ranges = ranges.data(), none.mm_batch_stride = 4, none.mm_range_stride = 2, none.mm_max_ranges = 2;
+  CHECK(visible_keys_of_rows<int64_t>(none, 0, 2, 2, 8).begin == 1);
+  CHECK(visible_keys_of_rows<int64_t>(none, 0, 2, 2, 8).end == 4);
+  // every visible key lies in visible_keys_of_rows, for single rows and for blocks
+  for (const FlashFwdParams* q : {&p, &none})
+    for (int64_t pos = -2; pos < 8; ++pos)
+      for (int64_t t = 0; t < 8; ++t)
+        if (vis(*q, pos, t)) {
+          CHECK(visible_keys_of_rows<int64_t>(*q, 0, pos, pos, 8).contains(t));
+          CHECK(visible_keys_of_rows<int64_t>(*q, 0, -2, 7, 8).contains(t));
+        }
 }
 
 TEST_CASE("contract: the logit") {

@@ -484,3 +484,15 @@ TEST_CASE("attention errors: two faults, the earlier check wins") {
     }
   }
 }
+
+TEST_CASE("attention errors: a key position plus a window must fit the kernels' 32-bit arithmetic") {
+  for (Device dev : test::test_devices()) {
+    DEVICE_CONTEXT(dev);
+    Varlen c(dev);
+    c.op.max_seqlen_k = (size_t{1} << 30) - 1;  // fits alone, 2 * it + max_seqlen_q does not
+    c.op.max_seqlen_q = 4;
+    CHECK(c.run() ==
+          "flash-attn-varlen: max_seqlen_q + 2 * max_seqlen_k 2147483650 does not fit in 32 bits (the kernels index "
+          "sequences and heads with int)");
+  }
+}

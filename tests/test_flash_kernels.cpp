@@ -174,7 +174,7 @@ class Harness {
           logits.assign(sk, -INFINITY);
           double mx = -INFINITY;
           for (int t = 0; t < sk; ++t) {
-            if (!wick::kernels::attn::key_visible(host_p_, b, pos, t)) continue;
+            if (!wick::kernels::attn::key_visible<int64_t>(host_p_, b, pos, t, sk)) continue;
             double qk = 0;
             for (int d = 0; d < c_.hs; ++d) qk += q_at(b, i, h, d) * k_at(b, t, hk, d);
             const double x = wick::kernels::attn::logit<double>(qk, scale, c_.softcap, slope, pos, t);

@@ -95,80 +95,98 @@ WICK_HOST_DEVICE inline int32_t page_block(const FlashFwdParams& p, int b, int64
 // given batch and row strides (the batch stride is the block stride when paged). With
 // batch_stride = rows per batch entry (page_block_size when paged, seqlen_k when batched,
 // 0 for varlen) and row_stride = 1 it is the token's row in k's leading dims flattened.
-WICK_HOST_DEVICE inline int64_t kv_offset(const FlashFwdParams& p, int b, const SeqBounds& s, int64_t t,
-                                          int64_t batch_stride, int64_t row_stride) {
-  if (p.block_table) {
-    const int64_t page = t / p.page_block_size;
-    return page_block(p, b, page) * batch_stride + (t - page * p.page_block_size) * row_stride;
-  }
+// Not paged, the token is row k_start + t of the sequence's entry:
+WICK_HOST_DEVICE inline int64_t packed_kv_offset(int b, const SeqBounds& s, int64_t t, int64_t batch_stride,
+                                                 int64_t row_stride) {
   return b * batch_stride + (s.k_start + t) * row_stride;
 }
-WICK_HOST_DEVICE inline int64_t k_offset(const FlashFwdParams& p, int b, const SeqBounds& s, int64_t t, int hk) {
-  return kv_offset(p, b, s, t, p.k_batch_stride, p.k_row_stride) + hk * p.k_head_stride;
+// and paged, row t % page of block block_table[b][t / page]. I is t's type: the division is
+// 32-bit in the kernels (int), 64-bit on the host.
+template <class I>
+WICK_HOST_DEVICE inline int64_t kv_offset(const FlashFwdParams& p, int b, const SeqBounds& s, I t,
+                                          int64_t batch_stride, int64_t row_stride) {
+  if (!p.block_table) return packed_kv_offset(b, s, t, batch_stride, row_stride);
+  const I page = t / p.page_block_size;
+  return page_block(p, b, page) * batch_stride + static_cast<int64_t>(t - page * p.page_block_size) * row_stride;
 }
-WICK_HOST_DEVICE inline int64_t v_offset(const FlashFwdParams& p, int b, const SeqBounds& s, int64_t t, int hk) {
-  return kv_offset(p, b, s, t, p.v_batch_stride, p.v_row_stride) + hk * p.v_head_stride;
+template <class I>
+WICK_HOST_DEVICE inline int64_t k_offset(const FlashFwdParams& p, int b, const SeqBounds& s, I t, int hk) {
+  return kv_offset<I>(p, b, s, t, p.k_batch_stride, p.k_row_stride) + hk * p.k_head_stride;
+}
+template <class I>
+WICK_HOST_DEVICE inline int64_t v_offset(const FlashFwdParams& p, int b, const SeqBounds& s, I t, int hk) {
+  return kv_offset<I>(p, b, s, t, p.v_batch_stride, p.v_row_stride) + hk * p.v_head_stride;
 }
 // Row of key token t in k's leading dims flattened: (num_blocks * page), (total_k) or
 // (batch * seqlen_k). The backward's dK/dV buffers are indexed by it.
-WICK_HOST_DEVICE inline int64_t kv_row(const FlashFwdParams& p, int b, const SeqBounds& s, int64_t t) {
+template <class I>
+WICK_HOST_DEVICE inline int64_t kv_row(const FlashFwdParams& p, int b, const SeqBounds& s, I t) {
   const int64_t rows_per_entry = p.block_table ? p.page_block_size : (p.cu_seqlens_k ? 0 : p.seqlen_k);
-  return kv_offset(p, b, s, t, rows_per_entry, 1);
+  return kv_offset<I>(p, b, s, t, rows_per_entry, 1);
 }
 
 // ---- 3. visibility -------------------------------------------------------------------------
+// Positions and key indices are of type I: int64_t on the host, int in the kernels (the plan
+// checks that max_seqlen_q + 2 * max_seqlen_k fits an int, so no sum below overflows).
 
 // [begin, end) in key positions; empty when begin >= end.
-struct KeyRange {
-  int64_t begin, end;
-  WICK_HOST_DEVICE bool contains(int64_t t) const { return begin <= t && t < end; }
+template <class I>
+struct Range {
+  I begin, end;
+  WICK_HOST_DEVICE bool contains(I t) const { return begin <= t && t < end; }
   WICK_HOST_DEVICE bool empty() const { return begin >= end; }
 };
+using KeyRange = Range<int64_t>;
 
-constexpr int64_t kUnbounded = int64_t{1} << 62;  // an open side of a window
-
-// THE window rule: the keys the query at position pos sees through the window,
-// [pos - window_left, pos + window_right] with a negative side unbounded. Not clipped.
-WICK_HOST_DEVICE inline KeyRange window_of(int window_left, int window_right, int64_t pos) {
-  return {window_left < 0 ? -kUnbounded : pos - window_left, window_right < 0 ? kUnbounded : pos + window_right + 1};
-}
-WICK_HOST_DEVICE inline KeyRange window_of(const FlashFwdParams& p, int64_t pos) {
-  return window_of(p.window_left, p.window_right, pos);
+template <class I>
+WICK_HOST_DEVICE inline I clamp_to(I x, I lo, I hi) {
+  return x < lo ? lo : (x > hi ? hi : x);
 }
 
-// r intersected with [0, sk); an empty result keeps 0 <= begin == end <= sk.
-WICK_HOST_DEVICE inline KeyRange clip(KeyRange r, int64_t sk) {
-  r.begin = r.begin < 0 ? 0 : (r.begin > sk ? sk : r.begin);
-  r.end = r.end > sk ? sk : r.end;
-  if (r.end < r.begin) r.end = r.begin;
-  return r;
+// THE window rule: the existing keys (of sk) that the query at position pos sees through its
+// window, [pos - window_left, pos + window_right] intersected with [0, sk); a negative side
+// is unbounded. Both ends are clamped to [0, sk] on their own, so the ends of two rows
+// compare as the rows' windows do.
+template <class I>
+WICK_HOST_DEVICE inline Range<I> window_keys(int window_left, int window_right, I pos, I sk) {
+  return {window_left < 0 ? I(0) : clamp_to<I>(pos - window_left, 0, sk),
+          window_right < 0 ? sk : clamp_to<I>(pos + window_right + 1, 0, sk)};
 }
-
-// The window keys of the query at position pos that exist: window_of clipped to [0, sk).
-WICK_HOST_DEVICE inline KeyRange window_keys(const FlashFwdParams& p, int64_t pos, int64_t sk) {
-  return clip(window_of(p, pos), sk);
+template <class I>
+WICK_HOST_DEVICE inline Range<I> window_keys(const FlashFwdParams& p, I pos, I sk) {
+  return window_keys<I>(p.window_left, p.window_right, pos, sk);
 }
 
 // The window keys some query at a position in [pos_first, pos_last] sees: both ends of a
 // window move right with pos, so the union is one range from the first row's begin to the
 // last row's end.
-WICK_HOST_DEVICE inline KeyRange window_keys_of_rows(const FlashFwdParams& p, int64_t pos_first, int64_t pos_last,
-                                                     int64_t sk) {
-  return clip({window_of(p, pos_first).begin, window_of(p, pos_last).end}, sk);
+template <class I>
+WICK_HOST_DEVICE inline Range<I> window_keys_of_rows(const FlashFwdParams& p, I pos_first, I pos_last, I sk) {
+  return {window_keys<I>(p, pos_first, sk).begin, window_keys<I>(p, pos_last, sk).end};
+}
+
+// The window keys every query at a position in [pos_first, pos_last] sees: the last row's
+// begin to the first row's end (empty when the rows share none).
+template <class I>
+WICK_HOST_DEVICE inline Range<I> window_keys_of_all_rows(const FlashFwdParams& p, I pos_first, I pos_last, I sk) {
+  return {window_keys<I>(p, pos_last, sk).begin, window_keys<I>(p, pos_first, sk).end};
 }
 
 // True when every query at a position in [pos_first, pos_last] sees every key in
-// [t_first, t_last] through its window (a tile that needs no mask, keys past sk aside).
-WICK_HOST_DEVICE inline bool window_covers(const FlashFwdParams& p, int64_t pos_first, int64_t pos_last,
-                                           int64_t t_first, int64_t t_last) {
-  return window_of(p, pos_last).begin <= t_first && t_last < window_of(p, pos_first).end;
+// [t_first, t_last] through its window (so all of them exist): a tile that needs no mask.
+template <class I>
+WICK_HOST_DEVICE inline bool window_covers(const FlashFwdParams& p, I pos_first, I pos_last, I t_first, I t_last,
+                                           I sk) {
+  const Range<I> all = window_keys_of_all_rows<I>(p, pos_first, pos_last, sk);
+  return all.begin <= t_first && t_last < all.end;
 }
 
-// The inverse of window_of: the query positions whose window reaches a key in
-// [t_first, t_last], as [begin, end) in positions (unbounded sides stay open).
-WICK_HOST_DEVICE inline KeyRange window_rows(const FlashFwdParams& p, int64_t t_first, int64_t t_last) {
-  return {p.window_right < 0 ? -kUnbounded : t_first - p.window_right,
-          p.window_left < 0 ? kUnbounded : t_last + p.window_left + 1};
+// The inverse of the rule: the positions in [pos_lo, pos_hi) whose window reaches a key in
+// [t_first, t_last], which are pos in [t_first - window_right, t_last + window_left].
+template <class I>
+WICK_HOST_DEVICE inline Range<I> window_rows(const FlashFwdParams& p, I t_first, I t_last, I pos_lo, I pos_hi) {
+  return {p.window_right < 0 ? pos_lo : clamp_to<I>(t_first - p.window_right, pos_lo, pos_hi),
+          p.window_left < 0 ? pos_hi : clamp_to<I>(t_last + p.window_left + 1, pos_lo, pos_hi)};
 }
 
 // mm-prefix ranges of sequence b: (mm_max_ranges) rows of [start, end) in key positions, or
@@ -176,52 +194,55 @@ WICK_HOST_DEVICE inline KeyRange window_rows(const FlashFwdParams& p, int64_t t_
 WICK_HOST_DEVICE inline const int32_t* mm_ranges_of(const FlashFwdParams& p, int b) {
   return p.mm_prefix_ranges && p.mm_max_ranges > 0 ? p.mm_prefix_ranges + b * p.mm_batch_stride : nullptr;
 }
-WICK_HOST_DEVICE inline KeyRange mm_range(const int32_t* ranges, int64_t range_stride, int r) {
+WICK_HOST_DEVICE inline Range<int> mm_range(const int32_t* ranges, int64_t range_stride, int r) {
   return {ranges[r * range_stride], ranges[r * range_stride + 1]};
 }
 // True when pos and t lie in one of the n ranges: a multimodal prefix is attended both ways.
-WICK_HOST_DEVICE inline bool in_shared_range(const int32_t* ranges, int64_t range_stride, int n, int64_t pos,
-                                             int64_t t) {
+template <class I>
+WICK_HOST_DEVICE inline bool in_shared_range(const int32_t* ranges, int64_t range_stride, int n, I pos, I t) {
   for (int r = 0; r < n; ++r) {
-    const KeyRange g = mm_range(ranges, range_stride, r);
-    if (g.contains(pos) && g.contains(t)) return true;
+    const Range<int> g = mm_range(ranges, range_stride, r);
+    if (g.begin <= pos && pos < g.end && g.begin <= t && t < g.end) return true;
   }
   return false;
 }
 
 // THE visibility rule (section 3 above) for key t < sk of sequence b.
-WICK_HOST_DEVICE inline bool key_visible(const FlashFwdParams& p, int b, int64_t pos, int64_t t) {
-  if (window_of(p, pos).contains(t)) return true;
+template <class I>
+WICK_HOST_DEVICE inline bool key_visible(const FlashFwdParams& p, int b, I pos, I t, I sk) {
+  if (window_keys<I>(p, pos, sk).contains(t)) return true;
   const int32_t* ranges = mm_ranges_of(p, b);
-  return ranges && in_shared_range(ranges, p.mm_range_stride, p.mm_max_ranges, pos, t);
-}
-
-// The keys some query at a position in [pos_first, pos_last] may see: the window keys of
-// those rows, widened by every mm-prefix range that one of the rows falls into. Keys
-// outside it are invisible to every row of the block, so a tiled kernel skips them.
-WICK_HOST_DEVICE inline KeyRange visible_keys_of_rows(const FlashFwdParams& p, int b, int64_t pos_first,
-                                                      int64_t pos_last, int64_t sk) {
-  KeyRange r = window_keys_of_rows(p, pos_first, pos_last, sk);
-  if (r.empty()) r = {sk, 0};  // a range may still show keys
-  const int32_t* ranges = mm_ranges_of(p, b);
-  for (int k = 0; ranges && k < p.mm_max_ranges; ++k) {
-    const KeyRange g = mm_range(ranges, p.mm_range_stride, k);
-    if (g.empty() || g.begin > pos_last || g.end <= pos_first) continue;  // no row of the block inside
-    r.begin = g.begin < r.begin ? g.begin : r.begin;
-    r.end = g.end > r.end ? g.end : r.end;
-  }
-  return clip(r, sk);
+  return ranges && in_shared_range<I>(ranges, p.mm_range_stride, p.mm_max_ranges, pos, t);
 }
 
 // True when some row of [pos_first, pos_last] lies in an mm-prefix range: those rows need
 // the per-key rule instead of their window interval.
-WICK_HOST_DEVICE inline bool rows_touch_ranges(const FlashFwdParams& p, int b, int64_t pos_first, int64_t pos_last) {
+template <class I>
+WICK_HOST_DEVICE inline bool rows_touch_ranges(const FlashFwdParams& p, int b, I pos_first, I pos_last) {
   const int32_t* ranges = mm_ranges_of(p, b);
   for (int k = 0; ranges && k < p.mm_max_ranges; ++k) {
-    const KeyRange g = mm_range(ranges, p.mm_range_stride, k);
-    if (!g.empty() && g.begin <= pos_last && g.end > pos_first) return true;
+    const Range<int> g = mm_range(ranges, p.mm_range_stride, k);
+    if (g.begin < g.end && g.begin <= pos_last && g.end > pos_first) return true;
   }
   return false;
+}
+
+// The keys some query at a position in [pos_first, pos_last] may see: the window keys of
+// those rows, widened by every mm-prefix range that one of the rows falls into (clipped to
+// [0, sk)). Keys outside it are invisible to every row of the block, so a tiled kernel
+// skips them. Empty: begin >= end.
+template <class I>
+WICK_HOST_DEVICE inline Range<I> visible_keys_of_rows(const FlashFwdParams& p, int b, I pos_first, I pos_last, I sk) {
+  Range<I> r = window_keys_of_rows<I>(p, pos_first, pos_last, sk);
+  if (r.empty()) r = {sk, 0};  // a range may still show keys
+  const int32_t* ranges = mm_ranges_of(p, b);
+  for (int k = 0; ranges && k < p.mm_max_ranges; ++k) {
+    const Range<int> g = mm_range(ranges, p.mm_range_stride, k);
+    if (g.begin >= g.end || g.begin > pos_last || g.end <= pos_first) continue;  // no row inside
+    r.begin = clamp_to<I>(g.begin < r.begin ? g.begin : r.begin, 0, sk);
+    r.end = clamp_to<I>(g.end > r.end ? g.end : r.end, 0, sk);
+  }
+  return r;
 }
 
 // ---- 4. the logit --------------------------------------------------------------------------

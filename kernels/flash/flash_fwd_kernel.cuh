@@ -96,18 +96,19 @@ __device__ __forceinline__ float fast_exp2(float x) {
 }
 
 // The general logit of one score: the contract's logit in log2 units when `transform`, and
-// -inf when `need_mask` and key t is neither in the row's window keys `window` (the
-// contract's window_keys) nor in an mm-prefix range shared with the query (mm: the
-// sequence's ranges, or null). The visibility rule of contract.h, with the row's window
-// interval computed once per row. Out of line on purpose.
+// -inf when `need_mask` and key t is neither in the row's window keys [window_begin,
+// window_end) (the contract's window_keys, computed once per row) nor in an mm-prefix range
+// shared with the query (mm: the sequence's ranges, or null): the visibility rule of
+// contract.h. Out of line on purpose.
 static __device__ __noinline__ float general_logit(float qk, float scale, float softcap, float slope, int pos, int t,
-                                                   KeyRange window, int sk, const int32_t* mm,
+                                                   int window_begin, int window_end, int sk, const int32_t* mm,
                                                    int64_t mm_range_stride, int mm_n, bool transform,
                                                    bool need_mask) {
   float x = qk;
   if (transform) x = logit(qk, scale, softcap, slope, pos, t) * kLog2e;
   if (need_mask) {
-    const bool vis = window.contains(t) || (mm && t < sk && in_shared_range(mm, mm_range_stride, mm_n, pos, t));
+    const bool vis = (window_begin <= t && t < window_end) ||
+                     (mm && t < sk && in_shared_range<int>(mm, mm_range_stride, mm_n, pos, t));
     if (!vis) x = -INFINITY;
   }
   return x;
@@ -203,9 +204,11 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
   //    this split's share
   const int off = static_cast<int>(key_position(sb, 0));  // pos(i) = i + off
   const int pos_first = r0 / G + off, pos_last = (r_end - 1) / G + off;
-  const bool has_mm = rows_touch_ranges(p, b, pos_first, pos_last);  // some row needs the per-key rule
-  const KeyRange tile_keys = visible_keys_of_rows(p, b, pos_first, pos_last, sb.sk);
-  const int t_lo = static_cast<int>(tile_keys.begin), t_hi = static_cast<int>(tile_keys.end);
+  const bool has_mm = rows_touch_ranges<int>(p, b, pos_first, pos_last);  // some row needs the per-key rule
+  const Range<int> tile_keys = visible_keys_of_rows<int>(p, b, pos_first, pos_last, sb.sk);
+  const int t_lo = tile_keys.begin, t_hi = tile_keys.end;
+  // keys every row sees through its window: key tiles inside need no mask (window_covers)
+  const Range<int> unmasked = window_keys_of_all_rows<int>(p, pos_first, pos_last, sb.sk);
   const int nb_lo = t_lo / kBlockN;
   const int nb_hi = t_hi > t_lo ? (t_hi + kBlockN - 1) / kBlockN : nb_lo;
   const int per_split = (nb_hi - nb_lo + args.num_splits - 1) / args.num_splits;
@@ -269,8 +272,8 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
       rk.base0 = ids.blk0 * p.k_batch_stride + ids.in_page * p.k_row_stride;
       rv.base0 = ids.blk0 * p.v_batch_stride + ids.in_page * p.v_row_stride;
     } else {
-      rk.base0 = kv_offset(p, b, sb, t0, p.k_batch_stride, p.k_row_stride);
-      rv.base0 = kv_offset(p, b, sb, t0, p.v_batch_stride, p.v_row_stride);
+      rk.base0 = packed_kv_offset(b, sb, t0, p.k_batch_stride, p.k_row_stride);
+      rv.base0 = packed_kv_offset(b, sb, t0, p.v_batch_stride, p.v_row_stride);
     }
     const uint32_t dk = smem_addr(sK + stage * Cfg::kElemsK), dv = smem_addr(sV + stage * Cfg::kElemsV);
     if (rk.split == kBlockN && rk.valid == kBlockN) {
@@ -367,8 +370,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
       }
       // a'. logits and masks; interior tiles of a plain causal / full attention skip this
       const int t_tile = nb * kBlockN;
-      const bool need_mask =
-          has_mm || t_tile + kBlockN > sb.sk || !window_covers(p, pos_first, pos_last, t_tile, t_tile + kBlockN - 1);
+      const bool need_mask = has_mm || t_tile < unmasked.begin || t_tile + kBlockN > unmasked.end;
       if (transform || has_mm) {
         // general path (softcap / ALiBi / mm-prefix): one out-of-line call per element keeps
         // this rarely used code small, so the hot loop stays in the instruction cache
@@ -380,27 +382,28 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
             const int r = min(r0 + wm * kWarpRows + mt * 16 + g + 8 * rr, rows - 1);
             const int pos = r / G + off;
             const float slope = alibi_slope(p, row_head(r));
-            const KeyRange window = window_keys(p, pos, sb.sk);
+            const Range<int> window = window_keys<int>(p, pos, sb.sk);
 #pragma unroll
             for (int j = 0; j < kWN / 8; ++j)
 #pragma unroll
               for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
                 const int t = t_tile + wn * kWN + 8 * j + 2 * tq + (e % 2);
-                s[mt][j][e] = general_logit(s[mt][j][e], p.softmax_scale, p.softcap, slope, pos, t, window, sb.sk, mm,
-                                            p.mm_range_stride, has_mm ? p.mm_max_ranges : 0, transform, need_mask);
+                s[mt][j][e] = general_logit(s[mt][j][e], p.softmax_scale, p.softcap, slope, pos, t, window.begin,
+                                            window.end, sb.sk, mm, p.mm_range_stride, has_mm ? p.mm_max_ranges : 0,
+                                            transform, need_mask);
               }
           }
       } else if (need_mask) {
-        // causal / sliding window: the visible keys of a row are one interval [lo, hi]
+        // causal / sliding window: the visible keys of a row are one interval [lo, hi)
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
           for (int rr = 0; rr < 2; ++rr) {
             const int r = min(r0 + wm * kWarpRows + mt * 16 + g + 8 * rr, rows - 1);
             const int pos = r / G + off;
-            const KeyRange window = window_keys(p, pos, sb.sk);
+            const Range<int> window = window_keys<int>(p, pos, sb.sk);
             const int base = t_tile + wn * kWN + 2 * tq;  // this thread's first key of the tile
-            const int lo = static_cast<int>(window.begin) - base, hi = static_cast<int>(window.end) - base;
+            const int lo = window.begin - base, hi = window.end - base;
 #pragma unroll
             for (int j = 0; j < kWN / 8; ++j)
 #pragma unroll

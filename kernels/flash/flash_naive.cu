@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(kNaiveWarps * 32) flash_naive_kernel(const Fla
     const int t = t0 + lane;
     // a. this lane's logit
     float sc = -INFINITY;
-    if (t < s.sk && key_visible(p, b, pos, t)) {
+    if (t < s.sk && key_visible<int>(p, b, pos, t, s.sk)) {
       const Elem* kt = k + k_offset(p, b, s, t, hk);
       float qk = 0.f;
       for (int d = 0; d < p.head_size; ++d) qk += s_q[warp][d] * to_float(kt[d]);

@@ -96,14 +96,13 @@ __global__ void __launch_bounds__(kWarps * 32) tile_kernel(const FlashBwdParams 
 
   // The query rows whose window reaches a key of [t0, t0 + nk) (contract: window_rows);
   // with mm-prefix ranges every row is visited and the per-key rule decides.
-  const int64_t shift = key_position(s, 0);  // pos(i) = i + shift
-  int64_t lo = 0, hi = s.sq;                 // [lo, hi) in query rows
+  const int shift = static_cast<int>(key_position(s, 0));  // pos(i) = i + shift
+  int lo = 0, hi = s.sq;                                    // [lo, hi) in query rows
   if (!mm_ranges_of(p, b)) {
-    const KeyRange pos = window_rows(p, t0, t0 + nk - 1);
-    lo = pos.begin - shift > lo ? pos.begin - shift : lo;
-    hi = pos.end - shift < hi ? pos.end - shift : hi;
+    const Range<int> pos = window_rows<int>(p, t0, t0 + nk - 1, shift, shift + s.sq);
+    lo = pos.begin - shift, hi = pos.end - shift;
   }
-  const int nrows = hi > lo ? static_cast<int>(hi - lo) : 0;
+  const int nrows = hi > lo ? hi - lo : 0;
   const int group = group_size(p);
   const float scale = p.softmax_scale;
 
@@ -118,10 +117,10 @@ __global__ void __launch_bounds__(kWarps * 32) tile_kernel(const FlashBwdParams 
     __syncwarp();
 
     // b. lane j: key t0 + j
-    const int pos = static_cast<int>(i + shift), t = t0 + lane;
+    const int pos = i + shift, t = t0 + lane;
     const float slope = alibi_slope(p, h);
     float pj = 0.f, dsj = 0.f;
-    if (lane < nk && key_visible(p, b, pos, t)) {
+    if (lane < nk && key_visible<int>(p, b, pos, t, s.sk)) {
       float qk = 0.f, dp = 0.f;
       const float* kr = sK + lane * ld;
       const float* vr = sV + lane * ld;

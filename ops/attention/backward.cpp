@@ -116,7 +116,7 @@ std::array<Tensor, 3> host_backward(const AttnPlan& plan, const Tensor& q, const
         const float lse_i = lh[lse_offset(p, b, r, i, h)];
         const int64_t pos = key_position(r, i);
         for (int64_t t = 0; t < r.sk; ++t) {
-          if (!key_visible(p, b, pos, t) || lse_i == -inf) {
+          if (!key_visible<int64_t>(p, b, pos, t, r.sk) || lse_i == -inf) {
             P(i, t) = 0.0f;
             continue;
           }

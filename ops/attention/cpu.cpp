@@ -99,7 +99,8 @@ class Worker {
     O_.setZero(rows, d_);
 
     // Step 0 (cont.): the keys this tile can see at all.
-    const KeyRange keys = visible_keys_of_rows(p_, it.b, pos0, pos1, s.sk);
+    const int64_t sk = s.sk;
+    const KeyRange keys = visible_keys_of_rows<int64_t>(p_, it.b, pos0, pos1, sk);
     if (!keys.empty()) select_panel(it.b, s, hk);
     const int64_t n_end = keys.empty() ? 0 : keys.end;
     for (int64_t n0 = keys.begin / kBlockN * kBlockN; n0 < n_end; n0 += kBlockN) {
@@ -112,8 +113,9 @@ class Worker {
       S_.resize(rows, cols);
       S_.noalias() = Q_ * Kb.transpose();
       if (general_logits) apply_logits(slope, pos0, n0, rows, cols);
-      const bool masked = rows_touch_ranges(p_, it.b, pos0, pos1) || !window_covers(p_, pos0, pos1, n0, n0 + cols - 1);
-      if (masked) apply_mask(it.b, pos0, n0, rows, cols);
+      const bool masked = rows_touch_ranges<int64_t>(p_, it.b, pos0, pos1) ||
+                          !window_covers<int64_t>(p_, pos0, pos1, n0, n0 + cols - 1, sk);
+      if (masked) apply_mask(it.b, pos0, n0, rows, cols, sk);
       // Steps 2b-2d: online softmax update, then O += P V.
       online_softmax(masked);
       O_.noalias() += S_ * Vb;  // step 2d; S_ now holds P
@@ -173,18 +175,20 @@ class Worker {
 
   // The window leaves each row one contiguous span of keys (window_keys): fill -inf on both
   // sides of it. Rows inside an mm-prefix range may see more, so they take the per-key rule.
-  void apply_mask(int b, int64_t pos0, int64_t n0, int rows, int cols) {
+  void apply_mask(int b, int64_t pos0, int64_t n0, int rows, int cols, int64_t sk) {
     for (int r = 0; r < rows; ++r) {
       const int64_t pos = pos0 + r;
-      if (rows_touch_ranges(p_, b, pos, pos)) {
+      if (rows_touch_ranges<int64_t>(p_, b, pos, pos)) {
         for (int c = 0; c < cols; ++c)
-          if (!key_visible(p_, b, pos, n0 + c)) S_(r, c) = kNegInf;
+          if (!key_visible<int64_t>(p_, b, pos, n0 + c, sk)) S_(r, c) = kNegInf;
         continue;
       }
-      const KeyRange w = clip({window_of(p_, pos).begin - n0, window_of(p_, pos).end - n0}, cols);
+      // the row's window keys as columns of this block: [lo, hi), empty when hi <= lo
+      const KeyRange w = window_keys<int64_t>(p_, pos, sk);
+      const int64_t lo = std::clamp<int64_t>(w.begin - n0, 0, cols), hi = std::clamp<int64_t>(w.end - n0, lo, cols);
       float* row = S_.row(r).data();
-      std::fill(row, row + w.begin, kNegInf);
-      std::fill(row + w.end, row + cols, kNegInf);
+      std::fill(row, row + lo, kNegInf);
+      std::fill(row + hi, row + cols, kNegInf);
     }
   }
 

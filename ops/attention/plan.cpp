@@ -303,6 +303,7 @@ AttnPlan plan_varlen(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k
   p.num_heads = to_i32(kVarlenOp, "num_heads", num_heads);
   p.num_heads_k = to_i32(kVarlenOp, "num_heads_k", num_heads_k);
   p.batch = to_i32(kVarlenOp, "batch size", batch_size);
+  to_i32(kVarlenOp, "max_seqlen_q + 2 * max_seqlen_k", op.max_seqlen_q + 2 * op.max_seqlen_k);
   if (op.mm_prefix_ranges) p.mm_max_ranges = to_i32(kVarlenOp, "max_ranges", op.mm_prefix_ranges->dim(1));
   const std::optional<size_t> window_right = right_window(kVarlenOp, op.causal, op.window_size_right);
   plan.paged = paged;
@@ -385,6 +386,7 @@ AttnPlan plan_batched(const FlashAttn& op, const Tensor& q, const Tensor& k, con
   p.batch = to_i32(kBatchedOp, "batch size", batch);
   p.seqlen_q = to_i32(kBatchedOp, "seqlen_q", seqlen_q);
   p.seqlen_k = to_i32(kBatchedOp, "seqlen_k", seqlen_k);
+  to_i32(kBatchedOp, "seqlen_q + 2 * seqlen_k", seqlen_q + 2 * seqlen_k);
   p.num_heads = to_i32(kBatchedOp, "num_heads", num_heads);
   p.num_heads_k = to_i32(kBatchedOp, "num_heads_k", num_heads_k);
   const std::optional<size_t> window_right = right_window(kBatchedOp, op.causal, op.window_size_right);

@@ -44,7 +44,7 @@ Tensor attend(const FlashFwdParams& p, const Device dev, int b, const SeqBounds&
   for (size_t i = 0; i < sq; ++i) {
     const int64_t pos = key_position(s, static_cast<int64_t>(i));
     for (size_t t = 0; t < sk; ++t) {
-      const bool vis = key_visible(p, b, pos, static_cast<int64_t>(t));
+      const bool vis = key_visible<int64_t>(p, b, pos, static_cast<int64_t>(t), static_cast<int64_t>(sk));
       visible[i * sk + t] = vis;
       seen[i] |= static_cast<uint8_t>(vis);
       bias[i * sk + t] = alibi_bias(1.0f, pos, static_cast<int64_t>(t));

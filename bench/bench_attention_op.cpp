@@ -1,0 +1,125 @@
+// The attention op as a user calls it: wall-clock time per call of the public functions,
+// over back-to-back calls with one synchronize at the end (allocation, checks, launches and
+// any host round trip included), beside the kernel-level numbers of bench/flash_bench.
+//   bench_attention_op [--json FILE] [--iters N]
+// Decode (group D of flash_bench): flash_attn_varlen_paged_windowed, one query per
+//   sequence, GQA 32/8, d128, page 64, shuffled block table, causal; (B, ctx) =
+//   (1, 512), (1, 32768), (8, 4096), (64, 4096); rate = K+V bytes read / time.
+// Prefill (group A): flash_attn_varlen over 32 sequences of U[128, 4096] tokens, d128 h16,
+//   causal; TFLOP/s with flash_bench's FLOP count.
+// CUDA only (a CPU run has no host round trip to measure).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "wick.h"
+
+namespace {
+
+using namespace wick;
+FILE* g_json = nullptr;
+int g_iters = 200;
+
+void emit(const std::string& name, double us, const char* unit, double value) {
+  char line[256];
+  std::snprintf(line, sizeof line, "{\"name\": \"%s\", \"us_per_call\": %.2f, \"%s\": %.3f}", name.c_str(), us, unit,
+                value);
+  std::printf("%s\n", line);
+  if (g_json) std::fprintf(g_json, "%s\n", line);
+}
+
+// Median over 5 rounds of the mean wall time per call of `iters` back-to-back calls.
+template <class F>
+double us_per_call(const Device& dev, F&& call) {
+  for (int i = 0; i < 5; ++i) call();
+  synchronize(dev);
+  std::vector<double> rounds;
+  for (int r = 0; r < 5; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < g_iters; ++i) call();
+    synchronize(dev);
+    rounds.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+                     g_iters);
+  }
+  std::sort(rounds.begin(), rounds.end());
+  return rounds[rounds.size() / 2];
+}
+
+void decode(const Device& dev, size_t B, size_t ctx) {
+  const size_t h = 32, hk = 8, d = 128, page = 64;
+  const size_t pages = (ctx + page - 1) / page, blocks = B * pages;
+  std::vector<int32_t> table(blocks);
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), std::mt19937_64(7));
+  std::vector<uint32_t> cu_q(B + 1), cu_k(B + 1);
+  for (size_t b = 0; b <= B; ++b) cu_q[b] = static_cast<uint32_t>(b), cu_k[b] = static_cast<uint32_t>(b * ctx);
+  const Tensor q = Tensor::randn({B, h, d}, DType::BF16, dev, 1);
+  const Tensor k = Tensor::randn({blocks, page, hk, d}, DType::BF16, dev, 2);
+  const Tensor v = Tensor::randn({blocks, page, hk, d}, DType::BF16, dev, 3);
+  const Tensor bt = Tensor::from_vec(table, Shape{B, pages}, dev);
+  const Tensor sq = Tensor::from_vec(cu_q, Shape{B + 1}, dev), sk = Tensor::from_vec(cu_k, Shape{B + 1}, dev);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const double us = us_per_call(dev, [&] {
+    flash_attn_varlen_paged_windowed(q, k, v, sq, sk, bt, nullptr, 1, ctx, scale, std::nullopt, 0, page, std::nullopt);
+  });
+  const double bytes = 2.0 * B * ctx * hk * d * 2;
+  emit("op_decode_B" + std::to_string(B) + "_ctx" + std::to_string(ctx), us, "tbps", bytes / (us * 1e-6) / 1e12);
+}
+
+// flash_bench's workload A lengths: the same 64-bit LCG.
+std::vector<uint32_t> varlen_lengths() {
+  uint64_t x = 12345;
+  std::vector<uint32_t> v;
+  for (int i = 0; i < 32; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    v.push_back(static_cast<uint32_t>(128 + (x >> 33) % (4096 - 128 + 1)));
+  }
+  return v;
+}
+
+void prefill(const Device& dev) {
+  const size_t h = 16, d = 128;
+  const std::vector<uint32_t> lens = varlen_lengths();
+  std::vector<uint32_t> cu{0};
+  for (uint32_t l : lens) cu.push_back(cu.back() + l);
+  const size_t total = cu.back(), max_len = *std::max_element(lens.begin(), lens.end());
+  const Tensor q = Tensor::randn({total, h, d}, DType::BF16, dev, 4);
+  const Tensor k = Tensor::randn({total, h, d}, DType::BF16, dev, 5);
+  const Tensor v = Tensor::randn({total, h, d}, DType::BF16, dev, 6);
+  const Tensor cut = Tensor::from_vec(cu, Shape{cu.size()}, dev);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const int saved = g_iters;
+  g_iters = 20;
+  const double us = us_per_call(dev, [&] { flash_attn_varlen(q, k, v, cut, cut, max_len, max_len, scale, true); });
+  g_iters = saved;
+  double pairs = 0;
+  for (uint32_t l : lens) pairs += 0.5 * l * (l + 1.0);
+  emit("op_prefill_A_varlen_d128_h16_causal", us, "tflops", 4.0 * pairs * h * d / (us * 1e-6) / 1e12);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--json") && i + 1 < argc) g_json = std::fopen(argv[++i], "w");
+    else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) g_iters = std::atoi(argv[++i]);
+  }
+  if (!Device::cuda_available()) {
+    std::printf("bench_attention_op: no CUDA device; this benchmark measures the CUDA call path\n");
+    return 0;
+  }
+  const Device dev = Device::cuda(0);
+  decode(dev, 1, 512);
+  decode(dev, 1, 32768);
+  decode(dev, 8, 4096);
+  decode(dev, 64, 4096);
+  prefill(dev);
+  if (g_json) std::fclose(g_json);
+  return 0;
+}
