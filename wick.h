@@ -2,11 +2,13 @@
 // flash-attention mirroring candle-flash-attn. Include this one header.
 #pragma once
 #include "tensor/device.h"
+#include "tensor/device_fault.h"
 #include "tensor/dtype.h"
 #include "tensor/error.h"
 #include "tensor/layout.h"
 #include "tensor/shape.h"
 #include "tensor/storage.h"
+#include "tensor/stream.h"
 #include "tensor/tensor.h"
 #if __has_include("ops/ops.h")
 #include "ops/ops.h"

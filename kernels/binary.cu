@@ -39,7 +39,7 @@ void binary(BinaryOp op, ElemType type, const void* l, const StridedView& lv, co
   if (n == 0) return;
   visit_all(type, [&](auto zero) {
     using T = decltype(zero);
-    binary_kernel<T><<<blocks_for(n), kThreads, 0, cudaStreamLegacy>>>(op, static_cast<const T*>(l), lv,
+    binary_kernel<T><<<blocks_for(n), kThreads, 0, launch_stream()>>>(op, static_cast<const T*>(l), lv,
                                                                        static_cast<const T*>(r), rv,
                                                                        static_cast<T*>(out), n);
   });
@@ -51,7 +51,7 @@ void compare(CmpOp op, ElemType type, const void* l, const StridedView& lv, cons
   if (n == 0) return;
   visit_all(type, [&](auto zero) {
     using T = decltype(zero);
-    compare_kernel<T><<<blocks_for(n), kThreads, 0, cudaStreamLegacy>>>(op, static_cast<const T*>(l), lv,
+    compare_kernel<T><<<blocks_for(n), kThreads, 0, launch_stream()>>>(op, static_cast<const T*>(l), lv,
                                                                         static_cast<const T*>(r), rv, out, n);
   });
   WICK_CUDA_CHECK(cudaGetLastError());
@@ -62,7 +62,7 @@ void where(size_t elem_size, const uint8_t* c, const StridedView& cv, const void
   if (n == 0) return;
   const bool known = visit_elem_bytes(elem_size, [&](auto zero) {
     using U = decltype(zero);
-    where_kernel<U><<<blocks_for(n), kThreads, 0, cudaStreamLegacy>>>(c, cv, static_cast<const U*>(a), av,
+    where_kernel<U><<<blocks_for(n), kThreads, 0, launch_stream()>>>(c, cv, static_cast<const U*>(a), av,
                                                                       static_cast<const U*>(b), bv,
                                                                       static_cast<U*>(out), n);
   });

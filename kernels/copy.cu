@@ -78,12 +78,12 @@ void copy_strided(size_t elem_size, const void* src, const StridedView& sv, void
   if (n == 0) return;
   if (sv.contiguous && dv.contiguous) {
     WICK_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * elem_size, cudaMemcpyDeviceToDevice,
-                                    cudaStreamLegacy));
+                                    launch_stream()));
     return;
   }
   const bool known = visit_elem_bytes(elem_size, [&](auto zero) {
     using U = decltype(zero);
-    copy_kernel<U><<<blocks_for(n), kThreads, 0, cudaStreamLegacy>>>(static_cast<const U*>(src), sv,
+    copy_kernel<U><<<blocks_for(n), kThreads, 0, launch_stream()>>>(static_cast<const U*>(src), sv,
                                                                      static_cast<U*>(dst), dv, n);
   });
   if (!known) throw_error("copy kernel: element size must be 1, 2, 4 or 8, got " + std::to_string(elem_size));
@@ -92,7 +92,7 @@ void copy_strided(size_t elem_size, const void* src, const StridedView& sv, void
 
 void cast(ElemType from, const void* src, const StridedView& sv, ElemType to, void* dst, int64_t n) {
   if (n == 0) return;
-  cast_kernel<<<blocks_for(n), kThreads, 0, cudaStreamLegacy>>>(from, src, sv, to, dst, n);
+  cast_kernel<<<blocks_for(n), kThreads, 0, launch_stream()>>>(from, src, sv, to, dst, n);
   WICK_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -1,4 +1,5 @@
 #include "kernels/cublas_gemm.h"
+#include "tensor/stream.h"
 
 #include "tensor/error.h"
 
@@ -24,30 +25,16 @@ namespace wick::kernels {
 
 namespace {
 
-// One handle per device, created on first use and kept for the process's life (destroying
-// handles at exit races the CUDA runtime's own teardown). Creation takes a mutex once per
-// device; after that each thread finds the handle in its own thread_local cache, so the
-// per-GEMM path takes no lock. The handle is the same for every thread (as before), and
-// bound to the legacy stream, which orders all of wick's work on the device.
-cublasHandle_t create_handle(int device) {
-  static std::mutex mu;
-  static std::vector<cublasHandle_t> handles;
-  std::lock_guard<std::mutex> lock(mu);
-  if (static_cast<size_t>(device) >= handles.size()) handles.resize(static_cast<size_t>(device) + 1, nullptr);
-  if (!handles[device]) {
-    // cublasCreate binds the handle to the current device; the caller made it current.
-    cublasHandle_t h = nullptr;
-    WICK_CUBLAS_CHECK(cublasCreate(&h));
-    WICK_CUBLAS_CHECK(cublasSetStream(h, cudaStreamLegacy));
-    handles[device] = h;
-  }
-  return handles[device];
-}
-
+// One handle per (thread, device), created on first use and kept for the thread's life
+// (destroying handles at exit races the CUDA runtime's own teardown). A handle is not shared
+// between threads, so each GEMM can point its handle at the calling thread's current stream
+// (tensor/stream.h) without a lock.
 cublasHandle_t handle_for(int device) {
   thread_local std::vector<cublasHandle_t> cache;
   if (static_cast<size_t>(device) < cache.size() && cache[device]) return cache[device];
-  cublasHandle_t h = create_handle(device);
+  // cublasCreate binds the handle to the current device; the caller made it current.
+  cublasHandle_t h = nullptr;
+  WICK_CUBLAS_CHECK(cublasCreate(&h));
   if (static_cast<size_t>(device) >= cache.size()) cache.resize(static_cast<size_t>(device) + 1, nullptr);
   cache[device] = h;
   return h;
@@ -77,6 +64,7 @@ void gemm(ElemType type, int device, const CublasGemm& g, const void* A, const v
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
   make_current(device);
   cublasHandle_t h = handle_for(device);
+  WICK_CUBLAS_CHECK(cublasSetStream(h, static_cast<cudaStream_t>(current_stream_handle())));
   const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const float one_f = 1.0f, zero_f = 0.0f;

@@ -1,5 +1,5 @@
 // Batched GEMM through cuBLAS (cublasGemmStridedBatchedEx), one lazily created handle per
-// device, on the legacy default stream. Arguments come from to_cublas() in gemm_layout.h.
+// device, on the current stream (tensor/stream.h). Arguments come from to_cublas() in gemm_layout.h.
 #pragma once
 #include "kernels/common.h"
 #include "kernels/gemm_layout.h"

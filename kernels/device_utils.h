@@ -8,10 +8,14 @@
 #include <cstdint>
 
 #include "kernels/common.h"
+#include "tensor/stream.h"
 
 namespace wick::kernels {
 
 constexpr int kThreads = 256;  // threads per block for elementwise and row kernels
+
+// The stream every launch goes on: the current stream of the current device (tensor/stream.h).
+inline cudaStream_t launch_stream() { return static_cast<cudaStream_t>(current_stream_handle()); }
 
 // Storage offset (elements) of logical element i of a view: unravel i over dims, row-major.
 __device__ __forceinline__ int64_t view_offset(const StridedView& v, int64_t i) {

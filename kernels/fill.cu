@@ -25,7 +25,7 @@ void fill(size_t elem_size, void* dst, const void* value, int64_t n) {
     using U = decltype(zero);
     U v;
     std::memcpy(&v, value, sizeof(U));
-    fill_kernel<U><<<blocks_for(n), kThreads, 0, cudaStreamLegacy>>>(static_cast<U*>(dst), v, n);
+    fill_kernel<U><<<blocks_for(n), kThreads, 0, launch_stream()>>>(static_cast<U*>(dst), v, n);
   });
   if (!known) throw_error("fill kernel: element size must be 1, 2, 4 or 8, got " + std::to_string(elem_size));
   WICK_CUDA_CHECK(cudaGetLastError());

@@ -35,7 +35,7 @@ void index_select(size_t elem_size, const void* x, int64_t outer, int64_t dim, i
   if (n == 0) return;
   const bool known = visit_elem_bytes(elem_size, [&](auto zero) {
     using U = decltype(zero);
-    select_kernel<U><<<blocks_for(n), kThreads, 0, cudaStreamLegacy>>>(static_cast<const U*>(x), dim, inner, idx,
+    select_kernel<U><<<blocks_for(n), kThreads, 0, launch_stream()>>>(static_cast<const U*>(x), dim, inner, idx,
                                                                        n_idx, static_cast<U*>(out), n);
   });
   if (!known) throw_error("index_select kernel: element size must be 1, 2, 4 or 8, got " + std::to_string(elem_size));
@@ -47,10 +47,10 @@ void index_add(ElemType type, void* dst, int64_t outer, int64_t dim, int64_t inn
   const int64_t n = outer * n_idx * inner;
   if (n == 0) return;
   if (type == ElemType::F32)
-    add_kernel<float><<<blocks_for(n), kThreads, 0, cudaStreamLegacy>>>(static_cast<float*>(dst), dim, inner, idx,
+    add_kernel<float><<<blocks_for(n), kThreads, 0, launch_stream()>>>(static_cast<float*>(dst), dim, inner, idx,
                                                                         n_idx, static_cast<const float*>(src), n);
   else if (type == ElemType::F64)
-    add_kernel<double><<<blocks_for(n), kThreads, 0, cudaStreamLegacy>>>(static_cast<double*>(dst), dim, inner, idx,
+    add_kernel<double><<<blocks_for(n), kThreads, 0, launch_stream()>>>(static_cast<double*>(dst), dim, inner, idx,
                                                                          n_idx, static_cast<const double*>(src), n);
   else
     throw_error("index_add kernel: F32 or F64 only, got " + elem_type_name(type));

@@ -39,7 +39,7 @@ void launch(bool layer, ElemType type, const void* x, const void* w, const void*
   const unsigned grid = blocks_per_row(rows, "norm kernel: more than 2^31 - 1 rows");
   visit_floats(type, "norm kernel: float types only", [&](auto zero) {
     using T = decltype(zero);
-    norm_kernel<T><<<grid, kThreads, 0, cudaStreamLegacy>>>(
+    norm_kernel<T><<<grid, kThreads, 0, launch_stream()>>>(
         layer, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b), static_cast<T*>(out),
         cols, eps);
   });

@@ -62,9 +62,9 @@ void reduce_rows(ReduceOp op, ElemType type, const void* x, int64_t rows, int64_
     using T = decltype(zero);
     const T* px = static_cast<const T*>(x);
     if (op == ReduceOp::Sum)
-      sum_rows_kernel<T><<<grid, kThreads, 0, cudaStreamLegacy>>>(px, cols, static_cast<T*>(out));
+      sum_rows_kernel<T><<<grid, kThreads, 0, launch_stream()>>>(px, cols, static_cast<T*>(out));
     else
-      extreme_rows_kernel<T><<<grid, kThreads, 0, cudaStreamLegacy>>>(op, px, cols, out);
+      extreme_rows_kernel<T><<<grid, kThreads, 0, launch_stream()>>>(op, px, cols, out);
   });
   WICK_CUDA_CHECK(cudaGetLastError());
 }

@@ -33,7 +33,7 @@ void softmax_rows(bool log_out, ElemType type, const void* x, void* out, int64_t
   const unsigned grid = blocks_per_row(rows, "softmax kernel: more than 2^31 - 1 rows");
   visit_floats(type, "softmax kernel: float types only", [&](auto zero) {
     using T = decltype(zero);
-    softmax_kernel<T><<<grid, kThreads, 0, cudaStreamLegacy>>>(
+    softmax_kernel<T><<<grid, kThreads, 0, launch_stream()>>>(
         log_out, static_cast<const T*>(x), static_cast<T*>(out), cols);
   });
   WICK_CUDA_CHECK(cudaGetLastError());

@@ -23,7 +23,7 @@ void unary(UnaryOp op, ElemType type, const void* x, const StridedView& xv, void
   visit_floats(type, "unary kernel: float types only", [&](auto zero) {
     using T = decltype(zero);
     using C = acc_t<T>;
-    unary_kernel<T><<<blocks_for(n), kThreads, 0, cudaStreamLegacy>>>(op, static_cast<const T*>(x), xv,
+    unary_kernel<T><<<blocks_for(n), kThreads, 0, launch_stream()>>>(op, static_cast<const T*>(x), xv,
                                                                       static_cast<T*>(out), n, C(a), C(b));
   });
   WICK_CUDA_CHECK(cudaGetLastError());

@@ -4,7 +4,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "tensor/device_fault.h"
 #include "tensor/error.h"
+#include "tensor/stream.h"
 
 #ifdef WICK_WITH_CUDA
 #include <cuda_runtime.h>
@@ -60,6 +62,7 @@ void synchronize(const Device& dev) {
 #ifdef WICK_WITH_CUDA
   set_current_device(dev);
   WICK_CUDA_CHECK(cudaDeviceSynchronize());
+  raise_device_fault(dev);
 #else
   no_cuda();
 #endif
@@ -79,7 +82,8 @@ std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device) {
 #ifdef WICK_WITH_CUDA
     if (!Device::cuda_available()) throw Error("no CUDA device is available for " + to_string(device));
     set_current_device(device);
-    if (bytes) WICK_CUDA_CHECK(cudaMallocAsync(&s->data_, bytes, cudaStreamLegacy));
+    s->stream_ = current_stream(device).handle;
+    if (bytes) WICK_CUDA_CHECK(cudaMallocAsync(&s->data_, bytes, static_cast<cudaStream_t>(s->stream_)));
     s->bytes_ = bytes;
     g_live_cuda += static_cast<int64_t>(bytes);
 #else
@@ -104,7 +108,7 @@ Storage::~Storage() {
     int previous = -1;
     bool failed = cudaGetDevice(&previous) != cudaSuccess;
     failed |= cudaSetDevice(device_.gpu_id) != cudaSuccess;
-    failed |= cudaFreeAsync(data_, cudaStreamLegacy) != cudaSuccess;
+    failed |= cudaFreeAsync(data_, static_cast<cudaStream_t>(stream_)) != cudaSuccess;
     if (previous >= 0 && previous != device_.gpu_id) failed |= cudaSetDevice(previous) != cudaSuccess;
     if (failed) (void)cudaGetLastError();
   }
@@ -130,7 +134,8 @@ void Storage::copy_from_host(size_t dst_off, const void* src, size_t bytes) {
   if (device_.is_cpu()) { std::memcpy(dst, src, bytes); return; }
 #ifdef WICK_WITH_CUDA
   set_current_device(device_);
-  WICK_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  WICK_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
+                                  static_cast<cudaStream_t>(current_stream(device_).handle)));
 #endif
 }
 
@@ -141,7 +146,10 @@ void Storage::copy_to_host(size_t src_off, void* dst, size_t bytes) const {
   if (device_.is_cpu()) { std::memcpy(dst, src, bytes); return; }
 #ifdef WICK_WITH_CUDA
   set_current_device(device_);
-  WICK_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+  const auto stream = static_cast<cudaStream_t>(current_stream(device_).handle);
+  WICK_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream));
+  WICK_CUDA_CHECK(cudaStreamSynchronize(stream));
+  raise_device_fault(device_);  // the copy waited for the stream: a recorded fault is complete
 #endif
 }
 
@@ -157,7 +165,8 @@ void Storage::copy(const Storage& src, size_t src_off, Storage& dst, size_t dst_
 #ifdef WICK_WITH_CUDA
   if (src.device_ == dst.device_) {
     set_current_device(dst.device_);
-    WICK_CUDA_CHECK(cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice, cudaStreamLegacy));
+    WICK_CUDA_CHECK(cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice,
+                                    static_cast<cudaStream_t>(current_stream(dst.device_).handle)));
   } else {
     WICK_CUDA_CHECK(cudaMemcpyPeer(d, dst.device_.gpu_id, s, src.device_.gpu_id, bytes));
   }
@@ -169,7 +178,7 @@ void Storage::fill_zero() {
   if (device_.is_cpu()) { std::memset(data_, 0, bytes_); return; }
 #ifdef WICK_WITH_CUDA
   set_current_device(device_);
-  WICK_CUDA_CHECK(cudaMemsetAsync(data_, 0, bytes_, cudaStreamLegacy));
+  WICK_CUDA_CHECK(cudaMemsetAsync(data_, 0, bytes_, static_cast<cudaStream_t>(current_stream(device_).handle)));
 #endif
 }
 

@@ -1,6 +1,7 @@
 // Storage: a device buffer of raw bytes, shared by every view of a tensor.
 // CPU memory is 64-byte aligned; CUDA memory comes from the runtime's stream-ordered
-// pool (cudaMallocAsync on the device's default stream).
+// pool (cudaMallocAsync on the device's current stream, tensor/stream.h), and goes back to
+// it on that same stream when the last view is gone.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -22,7 +23,9 @@ class Storage {
   size_t bytes() const { return bytes_; }
   const Device& device() const { return device_; }
 
-  // Byte copies between this storage and host memory (synchronous for CUDA).
+  // Byte copies between this storage and host memory, on the device's current stream.
+  // To the host waits for that stream (and raises a recorded device fault); from the host
+  // does not wait: the source bytes are staged before it returns.
   void copy_from_host(size_t dst_byte_offset, const void* src, size_t bytes);
   void copy_to_host(size_t src_byte_offset, void* dst, size_t bytes) const;
   // Byte copy between two storages on any devices (synchronous when a host is involved).
@@ -37,6 +40,7 @@ class Storage {
   void* data_;
   size_t bytes_;
   Device device_;
+  void* stream_ = nullptr;  // CUDA: the stream the memory was allocated on (and is freed on)
 };
 
 // Makes dev the current CUDA device (no-op for CPU or a CPU-only build).

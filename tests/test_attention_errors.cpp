@@ -12,6 +12,7 @@
 #include "errors_catalog.h"
 #include "ops/attention/flash_attn.h"
 #include "ops/attention/paged_kv_cache.h"
+#include "tensor/device_fault.h"
 #include "test_attention_common.h"
 
 using namespace wick;
@@ -20,6 +21,11 @@ using wick::catalog::error_of;
 using wick::catalog::matches_template;
 
 namespace {
+
+// The mode every Varlen trigger runs in: strict (value checks on the host, raised at the
+// call) or not (on CUDA, value checks on the device, raised at the next wait: the trigger
+// waits with check_device_faults). CPU tensors are checked at the call either way.
+bool g_strict = false;
 
 // A valid varlen call (2 sequences: q lengths 2, 4; k lengths 4, 5; 4 query heads, 2 kv
 // heads, head size 16). Each trigger breaks one or two things and runs it.
@@ -36,6 +42,7 @@ struct Varlen {
     op.max_seqlen_q = 4, op.max_seqlen_k = 5;
     op.seqlens_q = u32_tensor({0, 2, 6}, dev);
     op.seqlens_k = u32_tensor({0, 4, 9}, dev);
+    op.strict_checks = g_strict;
   }
   // Paged K/V: 5 blocks of 32 rows; the table [[0, 1], [2, 3]].
   Varlen& paged(size_t page = 32) {
@@ -47,7 +54,10 @@ struct Varlen {
     return *this;
   }
   std::string run() const {
-    return error_of([&] { op.forward(q, k, v); });
+    return error_of([&] {
+      op.forward(q, k, v);
+      check_device_faults(dev);
+    });
   }
 };
 
@@ -363,22 +373,27 @@ std::vector<Entry> catalogue() {
 }  // namespace
 
 TEST_CASE("attention errors: every catalogue entry is raised with its exact text") {
-  for (const Entry& e : catalogue()) {
-    INFO(e.id, ": ", e.templ);
-    CHECK(matches_template(e.expected, e.templ));
-    if (e.needs_cuda) {
-      if (!Device::cuda_available()) {
-        MESSAGE("SKIPPED (no CUDA device): ", e.id);
+  for (bool strict : {false, true}) {
+    g_strict = strict;
+    INFO("strict checks: ", strict);
+    for (const Entry& e : catalogue()) {
+      INFO(e.id, ": ", e.templ);
+      CHECK(matches_template(e.expected, e.templ));
+      if (e.needs_cuda) {
+        if (!Device::cuda_available()) {
+          MESSAGE("SKIPPED (no CUDA device): ", e.id);
+          continue;
+        }
+        CHECK(e.trigger(Device::cuda(0)) == e.expected);
         continue;
       }
-      CHECK(e.trigger(Device::cuda(0)) == e.expected);
-      continue;
-    }
-    for (Device dev : test::test_devices()) {
-      DEVICE_CONTEXT(dev);
-      CHECK(e.trigger(dev) == e.expected);
+      for (Device dev : test::test_devices()) {
+        DEVICE_CONTEXT(dev);
+        CHECK(e.trigger(dev) == e.expected);
+      }
     }
   }
+  g_strict = false;
 }
 
 TEST_CASE("attention errors: docs/errors.md documents exactly the catalogue") {

@@ -28,4 +28,22 @@ template <> __device__ __forceinline__ __half from_float(float x) { return __flo
 // once for host and device in contract.h; the kernels use it unqualified.
 using namespace ::wick::kernels::attn;
 
+// True when the call's index values failed the device checks (FlashFwdParams::verdict).
+__device__ __forceinline__ bool call_faulted(const FlashFwdParams& p) { return p.verdict && *p.verdict != 0; }
+
+// The defined output of a faulted call: NaN in every out and lse element of the varlen
+// outputs, spread over CTA `cta` of `ctas` by (row, head) pair. Reads no index value.
+template <class Elem>
+__device__ void write_fault_outputs(const FlashFwdParams& p, int64_t cta, int64_t ctas) {
+  const int64_t pairs = p.total_q * p.num_heads;
+  const Elem nan = from_float<Elem>(NAN);
+  for (int64_t pr = cta * blockDim.x + threadIdx.x; pr < pairs; pr += ctas * blockDim.x) {
+    const int64_t r = pr / p.num_heads;
+    const int h = static_cast<int>(pr % p.num_heads);
+    Elem* o = static_cast<Elem*>(p.out) + r * p.o_row_stride + h * p.o_head_stride;
+    for (int c = 0; c < p.head_size; ++c) o[c] = nan;
+    if (p.lse) p.lse[h * p.lse_head_stride + r] = NAN;
+  }
+}
+
 }  // namespace wick::kernels::flash

@@ -168,6 +168,11 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
   Elem* sV = sK + kStages * Cfg::kElemsK;
 
   const FlashFwdParams& p = args.p;
+  if (call_faulted(p)) {
+    write_fault_outputs<Elem>(p, blockIdx.x + static_cast<int64_t>(blockIdx.z) * gridDim.x,
+                              static_cast<int64_t>(gridDim.x) * gridDim.z);
+    return;
+  }
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int wm = warp % kMWarps, wn = warp / kMWarps;
   const int g = lane / 4, tq = lane % 4;

@@ -33,6 +33,11 @@ constexpr int kNaiveCols = kNaiveMaxHead / 32;  // output channels per lane
 template <class Elem>
 __global__ void __launch_bounds__(kNaiveWarps * 32) flash_naive_kernel(const FlashFwdParams p) {
   __shared__ float s_q[kNaiveWarps][kNaiveMaxHead];
+  if (call_faulted(p)) {
+    write_fault_outputs<Elem>(p, blockIdx.x + static_cast<int64_t>(gridDim.x) * (blockIdx.y + gridDim.y * blockIdx.z),
+                              static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z);
+    return;
+  }
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int h = blockIdx.y, b = blockIdx.z;
   const int i = blockIdx.x * kNaiveWarps + warp;

@@ -45,6 +45,7 @@ constexpr int kWarps = 4;  // warps per block in steps 1 and 2
 template <class Elem>
 __global__ void __launch_bounds__(kWarps * 32) dsum_kernel(const FlashBwdParams bp) {
   const FlashFwdParams& p = bp.fwd;
+  if (call_faulted(p)) return;  // the cast kernel writes NaN gradients
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int h = blockIdx.y, b = blockIdx.z;
   const int i = blockIdx.x * kWarps + warp;
@@ -64,6 +65,7 @@ template <class Elem>
 __global__ void __launch_bounds__(kWarps * 32) tile_kernel(const FlashBwdParams bp, int bc) {
   extern __shared__ float smem[];
   const FlashFwdParams& p = bp.fwd;
+  if (call_faulted(p)) return;  // the cast kernel writes NaN gradients
   const int D = p.head_size, ld = D + 1;
   float* sK = smem;
   float* sV = sK + bc * ld;
@@ -163,19 +165,20 @@ __global__ void __launch_bounds__(kWarps * 32) tile_kernel(const FlashBwdParams 
   }
 }
 
-// 3. f32 -> output dtype.
+// 3. f32 -> output dtype; NaN everywhere for a call whose forward failed the device checks.
 template <class Elem>
-__global__ void cast_kernel(const float* src, Elem* dst, int64_t n) {
+__global__ void cast_kernel(const float* src, Elem* dst, int64_t n, const uint32_t* verdict) {
+  const bool faulted = verdict && *verdict != 0;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    dst[e] = from_float<Elem>(src[e]);
+    dst[e] = from_float<Elem>(faulted ? NAN : src[e]);
 }
 
 template <class Elem>
-void cast(const float* src, void* dst, int64_t n, cudaStream_t st) {
+void cast(const float* src, void* dst, int64_t n, const uint32_t* verdict, cudaStream_t st) {
   if (n <= 0) return;
   const int64_t blocks = std::min<int64_t>((n + 255) / 256, 65535);
-  cast_kernel<Elem><<<static_cast<unsigned>(blocks), 256, 0, st>>>(src, static_cast<Elem*>(dst), n);
+  cast_kernel<Elem><<<static_cast<unsigned>(blocks), 256, 0, st>>>(src, static_cast<Elem*>(dst), n, verdict);
   WICK_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -211,9 +214,9 @@ void run(const FlashBwdParams& bp, cudaStream_t st) {
     tile_kernel<Elem><<<g2, kWarps * 32, smem, st>>>(bp, bc);
     WICK_CUDA_CHECK(cudaGetLastError());
   }
-  cast<Elem>(bp.dq_accum, bp.dq, nq, st);
-  cast<Elem>(bp.dk_accum, bp.dk, nk, st);
-  cast<Elem>(bp.dv_accum, bp.dv, nk, st);
+  cast<Elem>(bp.dq_accum, bp.dq, nq, p.verdict, st);
+  cast<Elem>(bp.dk_accum, bp.dk, nk, p.verdict, st);
+  cast<Elem>(bp.dv_accum, bp.dv, nk, p.verdict, st);
 }
 
 }  // namespace

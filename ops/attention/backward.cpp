@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "kernels/flash/contract.h"
+#include "tensor/stream.h"
 #ifdef WICK_WITH_CUDA
 #include "kernels/flash_bwd/flash_bwd.h"
 #endif
@@ -69,7 +70,7 @@ std::array<Tensor, 3> cuda_backward(const AttnPlan& plan_in, const Tensor& q, co
   bp.dk_accum = static_cast<float*>(dk_acc.data_ptr());
   bp.dv_accum = static_cast<float*>(dv_acc.data_ptr());
   bp.dq = dq.data_ptr(), bp.dk = dk.data_ptr(), bp.dv = dv.data_ptr();
-  kernels::flash_bwd(bp, nullptr);
+  kernels::flash_bwd(bp, current_stream(dev).handle);
   return {dq, dk, dv};
 }
 #endif

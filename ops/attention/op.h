@@ -61,6 +61,12 @@ struct FlashAttnVarLen {
   std::optional<size_t> window_size_right;
   std::optional<float> softcap;
   bool causal = false;                     // shorthand for window_size_right = 0 (W13)
+  // CUDA tensors: the checks that read seqlens and block_table values (W04-W11) run on the
+  // device and a fault raises at the next call that waits for the device (docs/errors.md,
+  // "How errors surface on CUDA"); strict runs them on the host at the call instead, at the
+  // cost of a copy and a wait. The environment variable WICK_STRICT_CHECKS=1 sets it for
+  // every call. CPU tensors are always checked at the call.
+  bool strict_checks = false;
 
   Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v) const;
   // (out, lse) with lse (num_heads, total_q) f32.

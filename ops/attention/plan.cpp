@@ -5,7 +5,11 @@
 
 #include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <string>
+
+#include "kernels/flash/validate.h"
+#include "tensor/device_fault.h"
 
 namespace wick::attention {
 
@@ -142,73 +146,115 @@ void bind_inputs(AttnPlan& plan, const Tensor& q, const Tensor& k, const Tensor&
   p.v = v.data_ptr();
 }
 
-// ---- wick's stricter varlen checks (parity section 5) ---------------------------------
+// ---- wick's stricter varlen checks (docs/parity.md, section 5) -------------------------
+// They read values, so they run where the values are: on the host for CPU tensors (and in
+// strict mode), on the device for CUDA tensors (kernels/flash/validate.h), which records
+// the same facts; both give the messages below.
 
-void check_cumulative(const char* name, const std::vector<uint32_t>& s) {
-  for (size_t b = 1; b < s.size(); ++b)
-    if (s[b] < s[b - 1])
-      fail(std::string(kVarlenOp) + ": " + name + " must be non-decreasing (cumulative lengths), but " +
-           name + "[" + std::to_string(b) + "] = " + std::to_string(s[b]) + " < " + name + "[" +
-           std::to_string(b - 1) + "] = " + std::to_string(s[b - 1]));
+std::string w04_message(int64_t first) {
+  return std::string(kVarlenOp) + ": seqlens_q must start at 0 (got seqlens_q[0] = " + std::to_string(first) +
+         "); every row of q belongs to a sequence";
+}
+std::string w05_message(const char* name, int64_t b, int64_t x, int64_t y) {
+  return std::string(kVarlenOp) + ": " + name + " must be non-decreasing (cumulative lengths), but " + name + "[" +
+         std::to_string(b) + "] = " + std::to_string(x) + " < " + name + "[" + std::to_string(b - 1) +
+         "] = " + std::to_string(y);
+}
+std::string w06_message(int64_t last, int64_t total_q) {
+  return std::string(kVarlenOp) + ": seqlens_q ends at " + std::to_string(last) + " but q has " +
+         std::to_string(total_q) + " rows (total_q); the last cumulative length must equal total_q";
+}
+std::string w07_message(int64_t last, int64_t total_k) {
+  return std::string(kVarlenOp) + ": seqlens_k ends at " + std::to_string(last) + " but k has only " +
+         std::to_string(total_k) + " rows (total_k)";
+}
+// is_q: the query lengths (seqlens_q, max_seqlen_q), else the key lengths.
+std::string w08_message(bool is_q, int64_t b, int64_t len, int64_t max_len) {
+  const std::string name = is_q ? "seqlens_q" : "seqlens_k";
+  return std::string(kVarlenOp) + ": sequence " + std::to_string(b) + " has " + std::to_string(len) + " " +
+         (is_q ? "query" : "key") + " tokens (" + name + "[" + std::to_string(b + 1) + "] - " + name + "[" +
+         std::to_string(b) + "]) but " + (is_q ? "max_seqlen_q" : "max_seqlen_k") + " is " + std::to_string(max_len);
+}
+std::string w10_message(int64_t b, int64_t len, int64_t pages, int64_t page, int64_t cols) {
+  return std::string(kVarlenOp) + ": sequence " + std::to_string(b) + " has " + std::to_string(len) +
+         " key tokens, which need " + std::to_string(pages) + " blocks of " + std::to_string(page) +
+         ", but block_table has only " + std::to_string(cols) + " columns";
+}
+std::string w11_message(int64_t b, int64_t c, int64_t entry, int64_t num_blocks) {
+  return std::string(kVarlenOp) + ": block_table[" + std::to_string(b) + "][" + std::to_string(c) + "] = " +
+         std::to_string(entry) + " is outside [0, " + std::to_string(num_blocks) + ") (k has " +
+         std::to_string(num_blocks) + " blocks)";
 }
 
-void check_lengths_fit(const char* name, const char* tokens, const char* max_name,
-                       const std::vector<uint32_t>& s, size_t max_len) {
-  for (size_t b = 0; b + 1 < s.size(); ++b) {
-    size_t len = s[b + 1] - s[b];
-    if (len > max_len)
-      fail(std::string(kVarlenOp) + ": sequence " + std::to_string(b) + " has " + std::to_string(len) +
-           " " + tokens + " tokens (" + name + "[" + std::to_string(b + 1) + "] - " + name + "[" +
-           std::to_string(b) + "]) but " + max_name + " is " + std::to_string(max_len));
-  }
-}
-
+// The value checks on host copies, in the order the device checks rank them.
 void check_seqlens_values(const std::vector<uint32_t>& sq, const std::vector<uint32_t>& sk,
                           const FlashAttnVarLen& op, bool paged, size_t total_q, size_t total_k) {
-  if (sq[0] != 0)
-    fail(std::string(kVarlenOp) + ": seqlens_q must start at 0 (got seqlens_q[0] = " +
-         std::to_string(sq[0]) + "); every row of q belongs to a sequence");
-  check_cumulative("seqlens_q", sq);
-  check_cumulative("seqlens_k", sk);
-  if (sq.back() != total_q)
-    fail(std::string(kVarlenOp) + ": seqlens_q ends at " + std::to_string(sq.back()) + " but q has " +
-         std::to_string(total_q) + " rows (total_q); the last cumulative length must equal total_q");
-  if (!paged && sk.back() > total_k)
-    fail(std::string(kVarlenOp) + ": seqlens_k ends at " + std::to_string(sk.back()) + " but k has only " +
-         std::to_string(total_k) + " rows (total_k)");
-  check_lengths_fit("seqlens_q", "query", "max_seqlen_q", sq, op.max_seqlen_q);
-  check_lengths_fit("seqlens_k", "key", "max_seqlen_k", sk, op.max_seqlen_k);
+  if (sq[0] != 0) throw Error("W04", w04_message(sq[0]));
+  for (const auto* s : {&sq, &sk})
+    for (size_t b = 1; b < s->size(); ++b)
+      if ((*s)[b] < (*s)[b - 1])
+        throw Error("W05", w05_message(s == &sq ? "seqlens_q" : "seqlens_k", b, (*s)[b], (*s)[b - 1]));
+  if (sq.back() != total_q) throw Error("W06", w06_message(sq.back(), total_q));
+  if (!paged && sk.back() > total_k) throw Error("W07", w07_message(sk.back(), total_k));
+  for (const auto* s : {&sq, &sk}) {
+    const bool is_q = s == &sq;
+    const size_t max_len = is_q ? op.max_seqlen_q : op.max_seqlen_k;
+    for (size_t b = 0; b + 1 < s->size(); ++b)
+      if (size_t len = (*s)[b + 1] - (*s)[b]; len > max_len) throw Error("W08", w08_message(is_q, b, len, max_len));
+  }
 }
 
-// Every block a sequence uses must exist: rows >= batch, enough columns, entries in range.
-// seqlens_k: the host copy of the cumulative key lengths.
+// W09: the block table has a row per sequence (a shape check: it runs on the host always).
+void check_block_table_rows(const Tensor& bt, size_t batch) {
+  const size_t rows = bt.shape().dims2()[0];
+  if (rows < batch)
+    fail(std::string(kVarlenOp) + ": block_table has " + std::to_string(rows) + " rows but there are " +
+         std::to_string(batch) + " sequences (block_table shape " + dims_str(bt) + ")");
+}
+
+// W10, W11: every block a sequence uses is named, and exists. seqlens_k: host copy.
 void check_block_table_values(const std::vector<uint32_t>& seqlens_k, const Tensor& bt, size_t page,
                               size_t num_blocks) {
-  const auto dims = bt.shape().dims2();
-  const size_t batch = seqlens_k.size() - 1;
-  if (dims[0] < batch)
-    fail(std::string(kVarlenOp) + ": block_table has " + std::to_string(dims[0]) + " rows but there are " +
-         std::to_string(batch) + " sequences (block_table shape " + dims_str(bt) + ")");
-  std::vector<int64_t> entries(bt.elem_count());
-  {
-    std::vector<double> v = bt.to_f64_vec();  // u32 or i32, exact in double
-    for (size_t i = 0; i < v.size(); ++i) entries[i] = static_cast<int64_t>(v[i]);
-  }
-  for (size_t b = 0; b < batch; ++b) {
+  const size_t cols = bt.shape().dims2()[1];
+  const std::vector<double> entries = bt.to_f64_vec();  // u32 or i32, exact in double
+  for (size_t b = 0; b + 1 < seqlens_k.size(); ++b) {
     const size_t len = seqlens_k[b + 1] - seqlens_k[b];
     const size_t pages = (len + page - 1) / page;
-    if (pages > dims[1])
-      fail(std::string(kVarlenOp) + ": sequence " + std::to_string(b) + " has " + std::to_string(len) +
-           " key tokens, which need " + std::to_string(pages) + " blocks of " + std::to_string(page) +
-           ", but block_table has only " + std::to_string(dims[1]) + " columns");
+    if (pages > cols) throw Error("W10", w10_message(b, len, pages, page, cols));
     for (size_t c = 0; c < pages; ++c) {
-      int64_t e = entries[b * dims[1] + c];
-      if (e < 0 || e >= static_cast<int64_t>(num_blocks))
-        fail(std::string(kVarlenOp) + ": block_table[" + std::to_string(b) + "][" + std::to_string(c) +
-             "] = " + std::to_string(e) + " is outside [0, " + std::to_string(num_blocks) + ") (k has " +
-             std::to_string(num_blocks) + " blocks)");
+      const auto e = static_cast<int64_t>(entries[b * cols + c]);
+      if (e < 0 || e >= static_cast<int64_t>(num_blocks)) throw Error("W11", w11_message(b, c, e, num_blocks));
     }
   }
+}
+
+// The message of a fault flash_validate recorded (kernels/flash/validate.h lists the values).
+void format_attention_fault(const DeviceFault& f, std::string& code, std::string& message) {
+  const int64_t* v = f.values;
+  using C = kernels::SeqlensCheck;
+  switch (static_cast<C>(v[0])) {
+    case C::QStart: code = "W04", message = w04_message(v[1]); return;
+    case C::QOrder: code = "W05", message = w05_message("seqlens_q", v[1], v[2], v[3]); return;
+    case C::KOrder: code = "W05", message = w05_message("seqlens_k", v[1], v[2], v[3]); return;
+    case C::QEnd: code = "W06", message = w06_message(v[1], v[2]); return;
+    case C::KEnd: code = "W07", message = w07_message(v[1], v[2]); return;
+    case C::QLength: code = "W08", message = w08_message(true, v[1], v[2], v[3]); return;
+    case C::KLength: code = "W08", message = w08_message(false, v[1], v[2], v[3]); return;
+    case C::Table:
+      if (v[6] == 0) code = "W10", message = w10_message(v[1], v[2], v[3], v[4], v[5]);
+      else code = "W11", message = w11_message(v[1], v[2], v[3], v[4]);
+      return;
+  }
+}
+
+// Strict mode: the value checks of CUDA tensors on the host too (a copy and a wait per
+// call), so they raise at the call. The op's field, or WICK_STRICT_CHECKS=1.
+bool strict_checks(const FlashAttnVarLen& op) {
+  static const bool env = [] {
+    const char* e = std::getenv("WICK_STRICT_CHECKS");
+    return e && std::string(e) != "0" && std::string(e) != "";
+  }();
+  return op.strict_checks || env;
 }
 
 // Varlen step 10.
@@ -308,10 +354,21 @@ AttnPlan plan_varlen(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k
   const std::optional<size_t> window_right = right_window(kVarlenOp, op.causal, op.window_size_right);
   plan.paged = paged;
   plan.varlen = true;
-  {
+  if (paged) check_block_table_rows(*op.block_table, batch_size);
+  if (dev.is_cpu() || strict_checks(op)) {
     const std::vector<uint32_t> sq = op.seqlens_q.to_vec<uint32_t>(), sk = op.seqlens_k.to_vec<uint32_t>();
     check_seqlens_values(sq, sk, op, paged, total_q, total_k);
     if (paged) check_block_table_values(sk, *op.block_table, page_block_size, num_blocks);
+  } else {
+    // CUDA: the same checks on the device, before the kernels, on the call's stream
+    // (dispatch.cpp launches them); the kernels read the verdict.
+    register_fault_formatter(FaultKind::Attention, format_attention_fault);
+    plan.device_checks.emplace();
+    plan.device_checks->total_k = static_cast<int64_t>(total_k);
+    plan.device_checks->table_cols = paged ? static_cast<int64_t>(op.block_table->dim(1)) : 0;
+    plan.device_checks->table_unsigned = paged && op.block_table->dtype() == DType::U32;
+    plan.verdict = Tensor::empty(Shape{1}, DType::U32, dev);
+    p.verdict = static_cast<const uint32_t*>(plan.verdict.data_ptr());
   }
 
   // ---- the params (index maps: kernels/flash/flash_params.h)

@@ -8,6 +8,7 @@
 // for callers that build FlashFwdParams by hand; a planned call never trips them.)
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "kernels/flash/flash_params.h"
@@ -30,6 +31,16 @@ struct AttnPlan {
   // ALiBi slopes (a compact copy when the op's were strided). Held so the pointers stay
   // valid as long as the plan; host code reads them through HostTables.
   Tensor seqlens_q, seqlens_k, block_table, mm_prefix_ranges, alibi_slopes;
+  // Set when the value checks (W04-W08, W10-W11) run on the device: a varlen call on CUDA
+  // tensors outside strict mode. What they need besides params, and the call's verdict
+  // (params.verdict points into it; the backward reads it too).
+  struct DeviceChecks {
+    int64_t total_k = 0;     // rows of packed k
+    int64_t table_cols = 0;  // block_table columns
+    bool table_unsigned = false;
+  };
+  std::optional<DeviceChecks> device_checks;
+  Tensor verdict;
 };
 
 // "flash-attn-varlen": q (total_q, h, d); k, v (total_k, hk, d) or paged
