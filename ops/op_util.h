@@ -8,9 +8,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "autograd/node.h"
 #include "kernels/common.h"
 #include "ops/ops.h"
+#include "tensor/grad_node.h"
 #include "tensor/tensor.h"
 
 namespace wick::ops_detail {
