@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "tensor/cuda_check.h"
 #include "tensor/error.h"
 
 #ifdef WICK_WITH_CUDA

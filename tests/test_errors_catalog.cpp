@@ -17,6 +17,7 @@
 #include "devices.h"
 #include "errors_catalog.h"
 #include "ops/ops.h"
+#include "tensor/cuda_check.h"
 #include "tensor/grad_node.h"
 #include "tensor/storage.h"
 #include "tensor/tensor.h"
