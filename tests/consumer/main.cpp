@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <vector>
 
-// With WICK_CONSUMER_NO_CUDA_HEADERS (a wick built with CUDA whose toolkit headers are not
-// on the compiler's default path), seeing cuda_runtime.h means some include directory of
-// the toolkit leaked into this build through the package.
+// With WICK_CONSUMER_NO_CUDA_HEADERS (a wick built with CUDA, and a compiler that does not
+// find the toolkit's headers by itself), seeing cuda_runtime.h means an include directory
+// of the toolkit reached this build through the package.
 #if defined(WICK_CONSUMER_NO_CUDA_HEADERS) && __has_include(<cuda_runtime.h>)
 #error "cuda_runtime.h is visible: the installed wick hands its consumers a CUDA include directory"
 #endif

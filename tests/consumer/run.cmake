@@ -14,8 +14,7 @@
 #     and runs a view, a matmul, flash_attn_varlen and a backward pass on the CPU.
 #
 # Inputs (-D): WICK_SOURCE_DIR, WICK_BUILD_DIR, WORK_DIR, CMAKE_GENERATOR, MAKE_PROGRAM, CXX_COMPILER,
-# WICK_WITH_CUDA, and for a CUDA build CUDA_INCLUDE_DIRS and CXX_IMPLICIT_INCLUDE_DIRS
-# (lists joined with "|").
+# WICK_WITH_CUDA, and for a CUDA build CUDA_INCLUDE_DIRS (a list joined with "|").
 
 cmake_minimum_required(VERSION 3.24)  # IN_LIST and the other policies of the main project
 
@@ -24,7 +23,6 @@ function(fail msg)
 endfunction()
 
 string(REPLACE "|" ";" CUDA_INCLUDE_DIRS "${CUDA_INCLUDE_DIRS}")
-string(REPLACE "|" ";" CXX_IMPLICIT_INCLUDE_DIRS "${CXX_IMPLICIT_INCLUDE_DIRS}")
 set(prefix ${WORK_DIR}/prefix)
 set(build ${WORK_DIR}/build)
 
@@ -104,7 +102,7 @@ foreach(dir ${path_dirs})
 endforeach()
 string(REPLACE ";" ":" path "${path}")
 set(ENV{PATH} "${path}")
-foreach(var CUDACXX CUDA_PATH CUDA_HOME CUDAToolkit_ROOT)
+foreach(var CUDACXX CUDA_PATH CUDA_HOME CUDAToolkit_ROOT CPATH C_INCLUDE_PATH CPLUS_INCLUDE_PATH LIBRARY_PATH)
   unset(ENV{${var}})
 endforeach()
 find_program(nvcc_left nvcc NO_CACHE)
@@ -113,17 +111,23 @@ if(nvcc_left)
 endif()
 message(STATUS "install_consumer: PATH without nvcc (removed: ${hidden})")
 
+file(MAKE_DIRECTORY ${build})
+# The source-level check (main.cpp refuses to compile when it can see cuda_runtime.h) only
+# means something when the compiler does not find the toolkit's headers on its own, as it
+# does when they were copied into a default include directory such as /usr/local/include.
 set(no_cuda_headers OFF)
 if(WICK_WITH_CUDA)
-  set(no_cuda_headers ON)
-  foreach(dir ${CUDA_INCLUDE_DIRS})
-    if(dir IN_LIST CXX_IMPLICIT_INCLUDE_DIRS)
-      set(no_cuda_headers OFF)  # the compiler sees the toolkit's headers by itself
-    endif()
-  endforeach()
+  file(WRITE ${WORK_DIR}/probe.cpp "#include <cuda_runtime.h>\n")
+  execute_process(COMMAND ${CXX_COMPILER} -fsyntax-only ${WORK_DIR}/probe.cpp
+                  RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
+  if(rc)
+    set(no_cuda_headers ON)
+  else()
+    message(STATUS "install_consumer: ${CXX_COMPILER} sees cuda_runtime.h by default; "
+                   "relying on the compile commands and the headers read instead")
+  endif()
 endif()
 
-file(MAKE_DIRECTORY ${build})
 file(WRITE ${build}/headers.cpp "${headers_cpp}")
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${WICK_SOURCE_DIR}/tests/consumer -B ${build}
                 -G ${CMAKE_GENERATOR} -DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM}
@@ -148,6 +152,23 @@ foreach(dir ${CUDA_INCLUDE_DIRS})
     fail("the consumer was compiled with the CUDA include directory ${dir}")
   endif()
 endforeach()
+# Every header the compiler read for the consumer, from its dependency output.
+if(CMAKE_GENERATOR MATCHES "Ninja")
+  execute_process(COMMAND ${MAKE_PROGRAM} -C ${build} -t deps OUTPUT_VARIABLE deps RESULT_VARIABLE rc)
+else()
+  file(GLOB_RECURSE depfiles ${build}/CMakeFiles/*.d)
+  set(deps "")
+  foreach(f ${depfiles})
+    file(READ ${f} text)
+    string(APPEND deps "${text}")
+  endforeach()
+endif()
+if(NOT deps MATCHES "include/wick/wick\\.h")
+  fail("could not read which headers the consumer's compilation included")
+endif()
+if(deps MATCHES "[^ \n]*(cuda_runtime|cuda_bf16|cuda_fp16|cublas_v2|Eigen/Core)[^ \n]*")
+  fail("compiling the consumer read ${CMAKE_MATCH_0}")
+endif()
 execute_process(COMMAND ${build}/consumer RESULT_VARIABLE rc)
 if(rc)
   fail("the consumer ran but failed")
