@@ -2,7 +2,7 @@
 // the value its fields say and round-trips through float; float -> half rounding is checked
 // against a plain reference (nearest value in a sorted table of every finite value, ties to
 // the even pattern, past the top to inf) on every tie and its neighbours, on a sweep of the
-// float bit patterns and on random floats (seed printed; WICK_TEST_SEED replays it).
+// float bit patterns and on random floats (tests/seed.h: WICK_TEST_SEED replays them).
 #include <doctest/doctest.h>
 
 #include <Eigen/Core>
@@ -10,13 +10,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "seed.h"
 #include "tensor/dtype.h"
 
 using namespace wick;
@@ -110,13 +110,6 @@ struct Checker {
   }
 };
 
-uint64_t test_seed() {
-  const char* env = std::getenv("WICK_TEST_SEED");
-  const uint64_t seed = env ? std::strtoull(env, nullptr, 0) : 20240607;
-  std::printf("[wick] test_half seed %llu (set WICK_TEST_SEED to replay)\n", static_cast<unsigned long long>(seed));
-  return seed;
-}
-
 // Feeds the checker every tie between neighbouring values (and the floats on either side of
 // it), every value itself with its float neighbours, a strided sweep of all float bit
 // patterns, random floats and the special values.
@@ -143,7 +136,7 @@ void check_rounding(const Reference& ref, uint64_t seed) {
                             from_bits32(0xff800001u), from_bits32(0x7fffffffu)};
   for (float x : specials) c(x);
   CHECK(c.bad == 0);
-  MESSAGE(c.checked, " floats checked");
+  MESSAGE(c.checked, " floats checked (random ones from seed ", seed, ")");
 }
 
 // Every pattern decodes to the value its fields spell; every non-NaN pattern survives
@@ -195,11 +188,11 @@ TEST_CASE("half: every bf16 bit pattern decodes exactly and round-trips through 
 }
 
 TEST_CASE("half: float -> f16 rounds to nearest even, overflows to inf, keeps subnormals") {
-  check_rounding<f16>(Reference(kF16), test_seed());
+  check_rounding<f16>(Reference(kF16), test::seed(20240607));
 }
 
 TEST_CASE("half: float -> bf16 rounds to nearest even and overflows to inf") {
-  check_rounding<bf16>(Reference(kBF16), test_seed());
+  check_rounding<bf16>(Reference(kBF16), test::seed(20240608));
 }
 
 TEST_CASE("half: other arithmetic types convert through float; arithmetic is float arithmetic") {
