@@ -1,7 +1,7 @@
 #include "autograd/accumulate.h"
 
-#include "autograd/node.h"
 #include "ops/ops.h"
+#include "tensor/grad_node.h"
 
 namespace wick::autograd {
 

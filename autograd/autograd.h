@@ -6,5 +6,5 @@
 #include "autograd/engine.h"
 #include "autograd/grad_store.h"
 #include "autograd/gradcheck.h"
-#include "autograd/node.h"
 #include "autograd/optim.h"
+#include "tensor/grad_node.h"

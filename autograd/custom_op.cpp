@@ -1,6 +1,6 @@
 #include "autograd/custom_op.h"
 
-#include "autograd/node.h"
+#include "tensor/grad_node.h"
 
 namespace wick::autograd {
 

@@ -4,7 +4,7 @@
 #include <unordered_set>
 
 #include "autograd/accumulate.h"
-#include "autograd/node.h"
+#include "tensor/grad_node.h"
 
 namespace wick::autograd {
 

@@ -1,4 +1,4 @@
-// The reverse-mode engine: walks the graph recorded by ops (autograd/node.h) from a root
+// The reverse-mode engine: walks the graph recorded by ops (tensor/grad_node.h) from a root
 // tensor back to its leaves, calling each node's backward rule once, in reverse
 // topological order.
 //

@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "autograd/engine.h"
-#include "autograd/node.h"
+#include "tensor/grad_node.h"
 
 namespace wick::autograd {
 

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <string>
 
-#include "autograd/node.h"
 #include "ops/ops.h"
+#include "tensor/grad_node.h"
 
 namespace wick::autograd {
 

@@ -1,10 +1,10 @@
 // Plain-data types shared by wick's elementwise CUDA kernels and the ops that launch them.
-// This header is plain C++ (no CUDA, no Eigen) so ops/*.cpp can build the arguments in any
-// build; the kernels themselves are in kernels/*.cu.
+// This header is plain C++ (no CUDA) so ops/*.cpp can build the arguments in any build;
+// the kernels themselves are in kernels/*.cu.
 //
-// Kernel ABI: a base pointer already advanced by the tensor's start_offset, and
-// a StridedView with 64-bit dims and strides in elements. Element i (row-major logical order)
-// of a view lives at ptr[sum_k idx_k(i) * stride[k]].
+// Kernel ABI (docs/architecture.md): a base pointer already advanced by the tensor's
+// start_offset, and a StridedView with 64-bit dims and strides in elements. Element i
+// (row-major logical order) of a view lives at ptr[sum_k idx_k(i) * stride[k]].
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -22,7 +22,7 @@
 
 namespace wick::kernels {
 
-// Mirrors wick::DType's order (ops/ static_asserts this) without pulling in Eigen.
+// Mirrors wick::DType's order (ops/ static_asserts this) without including tensor/.
 enum class ElemType : int { U8, U32, I16, I32, I64, BF16, F16, F32, F64 };
 
 constexpr int kMaxRank = 8;  // views of higher rank are refused by ops/ with a wick::Error
@@ -34,7 +34,7 @@ struct StridedView {
   bool contiguous = false;        // true when stride is row-major for dims (fast path)
 };
 
-// Throws wick::Error(msg); lets .cu files raise errors without including tensor/ (Eigen).
+// Throws wick::Error(msg); lets .cu files raise errors without including tensor/.
 [[noreturn]] void throw_error(const char* msg);
 [[noreturn]] void throw_error(const std::string& msg);
 

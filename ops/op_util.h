@@ -1,6 +1,6 @@
 // Shared plumbing for ops/*.cpp (not installed API): argument checks with candle's messages,
-// the f16/bf16 -> f32 compute-type rule, CPU strided walkers, and the Tensor -> kernel-argument
-// conversion. Included by op files only.
+// the f16/bf16 -> f32 compute-type rule and the Tensor -> kernel-argument conversion.
+// Included by op files only. (The CPU strided walkers are in tensor/layout.h.)
 #pragma once
 #include <array>
 #include <cstring>
@@ -8,9 +8,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "autograd/node.h"
 #include "kernels/common.h"
 #include "ops/ops.h"
+#include "tensor/grad_node.h"
 #include "tensor/tensor.h"
 
 namespace wick::ops_detail {
@@ -64,55 +64,6 @@ decltype(auto) visit_float(const std::string& op, const Tensor& x, F&& f) {
 // Typed storage base (CPU). Add a layout's storage offsets to it (they include start_offset).
 template <class T> const T* cpu_base(const Tensor& t) { return static_cast<const T*>(t.storage()->data()); }
 template <class T> T* cpu_base_mut(const Tensor& t) { return static_cast<T*>(t.storage()->data()); }
-
-// Calls f(i, {off_0, ..., off_{N-1}}) for each logical index i of the common shape of the N
-// layouts (which must have equal dims), with each layout's storage offset. The last dim is
-// the tight inner loop; contiguous layouts need no index arithmetic at all.
-template <size_t N, class F>
-void for_each_offsets(const std::array<const Layout*, N>& ls, F&& f) {
-  const Layout& l0 = *ls[0];
-  const size_t n = l0.elem_count();
-  if (n == 0) return;
-  const auto& d = l0.dims();
-  const size_t r = d.size();
-  std::array<int64_t, N> base;
-  bool all_contig = true;
-  for (size_t j = 0; j < N; ++j) {
-    base[j] = static_cast<int64_t>(ls[j]->start_offset());
-    all_contig = all_contig && ls[j]->is_contiguous();
-  }
-  std::array<size_t, N> off;
-  if (all_contig || r == 0) {
-    for (size_t i = 0; i < n; ++i) {
-      for (size_t j = 0; j < N; ++j) off[j] = static_cast<size_t>(base[j]) + i;
-      f(i, off);
-    }
-    return;
-  }
-  const size_t inner = d[r - 1];
-  std::array<int64_t, N> is;
-  for (size_t j = 0; j < N; ++j) is[j] = ls[j]->stride()[r - 1];
-  std::vector<size_t> idx(r - 1, 0);
-  for (size_t i = 0; i < n; i += inner) {
-    for (size_t c = 0; c < inner; ++c) {
-      for (size_t j = 0; j < N; ++j) off[j] = static_cast<size_t>(base[j] + static_cast<int64_t>(c) * is[j]);
-      f(i + c, off);
-    }
-    for (size_t k = r - 1; k-- > 0;) {
-      if (++idx[k] < d[k]) {
-        for (size_t j = 0; j < N; ++j) base[j] += ls[j]->stride()[k];
-        break;
-      }
-      for (size_t j = 0; j < N; ++j) base[j] -= ls[j]->stride()[k] * static_cast<int64_t>(d[k] - 1);
-      idx[k] = 0;
-    }
-  }
-}
-
-template <class F>
-void for_each_offset(const Layout& l, F&& f) {
-  for_each_offsets<1>({&l}, [&](size_t i, const std::array<size_t, 1>& o) { f(i, o[0]); });
-}
 
 // Kernel arguments for a layout; throws when the rank exceeds kernels::kMaxRank.
 kernels::StridedView kview(const std::string& op, const Layout& l);

@@ -58,6 +58,7 @@ void index_add(const Tensor& dst, const Tensor& idx, const Tensor& src, const Sp
   if (dst.device().is_cpu()) {
     visit_float("index_add", dst, [&](auto zero) {
       using T = decltype(zero);
+      using C = compute_t<T>;
       T* d = cpu_base_mut<T>(dst) + dst.layout().start_offset();
       const T* s = cpu_base<T>(src) + src.layout().start_offset();
       const int64_t* host_idx = cpu_base<int64_t>(idx) + idx.layout().start_offset();
@@ -65,7 +66,7 @@ void index_add(const Tensor& dst, const Tensor& idx, const Tensor& src, const Sp
         for (size_t j = 0; j < n; ++j) {
           T* drow = d + (o * p.dim + static_cast<size_t>(host_idx[j])) * p.inner;
           const T* srow = s + (o * n + j) * p.inner;
-          for (size_t i = 0; i < p.inner; ++i) drow[i] += srow[i];
+          for (size_t i = 0; i < p.inner; ++i) drow[i] = static_cast<T>(C(drow[i]) + C(srow[i]));
         }
     });
     return;

@@ -5,8 +5,8 @@
 //   transpose: transpose back     permute: the inverse permutation
 //   reshape: reshape back         squeeze/unsqueeze: each other
 //   broadcast_as: sum over the broadcast dims (sum_to)
-#include "autograd/node.h"
 #include "ops/ops.h"
+#include "tensor/grad_node.h"
 #include "tensor/tensor.h"
 
 namespace wick {

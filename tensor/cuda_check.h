@@ -1,6 +1,6 @@
 // WICK_CUDA_CHECK: turns a failed CUDA runtime call into wick::Error naming the call and its
 // file:line. Plain C++ with no includes, so kernels/*.cu and kernels/common.h can use it
-// without pulling in tensor/error.h (and Eigen through it).
+// without pulling in tensor/error.h. Internal: not an installed header.
 #pragma once
 
 namespace wick::detail {

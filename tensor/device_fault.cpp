@@ -4,6 +4,7 @@
 #include <atomic>
 #include <mutex>
 
+#include "tensor/cuda_check.h"
 #include "tensor/error.h"
 #include "tensor/storage.h"
 

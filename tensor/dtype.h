@@ -1,16 +1,14 @@
 // DType: the element types a Tensor can hold, their sizes, names and host types.
 #pragma once
-#include <Eigen/Core>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "tensor/half.h"  // f16, bf16: the host storage types of F16 and BF16
+
 namespace wick {
 
 enum class DType { U8, U32, I16, I32, I64, BF16, F16, F32, F64 };
-
-using f16 = Eigen::half;       // host storage type for DType::F16
-using bf16 = Eigen::bfloat16;  // host storage type for DType::BF16
 
 // Size of one element in bytes.
 constexpr size_t dtype_size(DType dt) {

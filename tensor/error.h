@@ -7,7 +7,6 @@
 #include <string>
 #include <utility>
 
-#include "tensor/cuda_check.h"  // WICK_CUDA_CHECK
 #include "tensor/device.h"
 #include "tensor/dtype.h"
 

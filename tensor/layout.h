@@ -3,6 +3,8 @@
 // (in elements). Every view op returns a new Layout and never touches data.
 // Element (i0, ..., in) lives at start_offset + sum_k ik * stride[k].
 #pragma once
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <utility>
@@ -78,5 +80,59 @@ class StridedIndex {
   size_t offset_;
   size_t remaining_;
 };
+
+// The same walk over N layouts at once, for CPU loops over several operands:
+// calls f(i, {off_0, ..., off_{N-1}}) for each logical index i of the common shape of the N
+// layouts (which must have equal dims; not checked), with each layout's storage offset. The
+// last dim is the tight inner loop; contiguous layouts need no index arithmetic at all.
+//   for_each_offsets<2>({&dst, &src}, [&](size_t i, const std::array<size_t, 2>& o) {
+//     d[o[0]] = s[o[1]];
+//   });
+template <size_t N, class F>
+void for_each_offsets(const std::array<const Layout*, N>& ls, F&& f) {
+  const Layout& l0 = *ls[0];
+  const size_t n = l0.elem_count();
+  if (n == 0) return;
+  const auto& d = l0.dims();
+  const size_t r = d.size();
+  std::array<int64_t, N> base;
+  bool all_contig = true;
+  for (size_t j = 0; j < N; ++j) {
+    base[j] = static_cast<int64_t>(ls[j]->start_offset());
+    all_contig = all_contig && ls[j]->is_contiguous();
+  }
+  std::array<size_t, N> off;
+  if (all_contig || r == 0) {
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t j = 0; j < N; ++j) off[j] = static_cast<size_t>(base[j]) + i;
+      f(i, off);
+    }
+    return;
+  }
+  const size_t inner = d[r - 1];
+  std::array<int64_t, N> is;
+  for (size_t j = 0; j < N; ++j) is[j] = ls[j]->stride()[r - 1];
+  std::vector<size_t> idx(r - 1, 0);
+  for (size_t i = 0; i < n; i += inner) {
+    for (size_t c = 0; c < inner; ++c) {
+      for (size_t j = 0; j < N; ++j) off[j] = static_cast<size_t>(base[j] + static_cast<int64_t>(c) * is[j]);
+      f(i + c, off);
+    }
+    for (size_t k = r - 1; k-- > 0;) {
+      if (++idx[k] < d[k]) {
+        for (size_t j = 0; j < N; ++j) base[j] += ls[j]->stride()[k];
+        break;
+      }
+      for (size_t j = 0; j < N; ++j) base[j] -= ls[j]->stride()[k] * static_cast<int64_t>(d[k] - 1);
+      idx[k] = 0;
+    }
+  }
+}
+
+// One layout: f(i, offset).
+template <class F>
+void for_each_offset(const Layout& l, F&& f) {
+  for_each_offsets<1>({&l}, [&](size_t i, const std::array<size_t, 1>& o) { f(i, o[0]); });
+}
 
 }  // namespace wick

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "tensor/cuda_check.h"
 #include "tensor/device_fault.h"
 #include "tensor/error.h"
 #include "tensor/stream.h"

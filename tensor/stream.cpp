@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "tensor/device_fault.h"
+#include "tensor/cuda_check.h"
 #include "tensor/error.h"
 #include "tensor/storage.h"
 

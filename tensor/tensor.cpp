@@ -5,10 +5,6 @@
 #include <cstring>
 #include <random>
 
-#ifdef WICK_WITH_CUDA
-#include "kernels/fill.h"
-#endif
-
 namespace wick {
 
 struct Tensor::Impl {
@@ -68,26 +64,6 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
   t.storage()->fill_zero();
   return t;
-}
-
-Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) {
-  return full(shape, 1.0, dtype, device);
-}
-
-Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
-#ifdef WICK_WITH_CUDA
-  // On a GPU one element is converted on the host and a kernel fills the rest: no host
-  // buffer of the tensor's size and no synchronous copy (ones() seeds every backward()).
-  if (device.is_cuda()) {
-    Tensor t = empty(shape, dtype, device);
-    unsigned char elem[8] = {};
-    store_from_f64({value}, dtype, elem);
-    set_current_device(device);
-    kernels::fill(dtype_size(dtype), t.data_ptr(), elem, static_cast<int64_t>(shape.elem_count()));
-    return t;
-  }
-#endif
-  return from_f64(std::vector<double>(shape.elem_count(), value), shape, dtype, device);
 }
 
 Tensor Tensor::arange(int64_t start, int64_t end, DType dtype, Device device) {

@@ -33,8 +33,8 @@ class Tensor {
   // --- creation (same values on every device for the same arguments) ---
   static Tensor empty(const Shape& shape, DType dtype, Device device);  // uninitialised
   static Tensor zeros(const Shape& shape, DType dtype, Device device);
-  static Tensor ones(const Shape& shape, DType dtype, Device device);
-  static Tensor full(const Shape& shape, double value, DType dtype, Device device);
+  static Tensor ones(const Shape& shape, DType dtype, Device device);                 // [ops]
+  static Tensor full(const Shape& shape, double value, DType dtype, Device device);  // [ops]
   // [start, end) in steps of 1, shape (end - start).
   static Tensor arange(int64_t start, int64_t end, DType dtype, Device device);
   // Standard normal samples from a seeded generator on the host (then copied to device).

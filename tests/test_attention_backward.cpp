@@ -13,7 +13,7 @@
 #include <cmath>
 #include <map>
 
-#include "autograd/node.h"
+#include "tensor/grad_node.h"
 #include "devices.h"
 #include "ops/attention/backward.h"
 #include "ops/attention/flash_attn.h"

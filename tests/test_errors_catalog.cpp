@@ -13,11 +13,12 @@
 #include "autograd/custom_op.h"
 #include "autograd/engine.h"
 #include "autograd/gradcheck.h"
-#include "autograd/node.h"
 #include "autograd/optim.h"
 #include "devices.h"
 #include "errors_catalog.h"
 #include "ops/ops.h"
+#include "tensor/cuda_check.h"
+#include "tensor/grad_node.h"
 #include "tensor/storage.h"
 #include "tensor/tensor.h"
 #ifdef WICK_WITH_CUDA

@@ -13,6 +13,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -80,12 +81,12 @@ struct Case {
 };
 
 double to_double(uint16_t bits, FlashDType dt) {
-  if (dt == FlashDType::BF16) return static_cast<double>(Eigen::numext::bit_cast<wick::bf16>(bits));
-  return static_cast<double>(Eigen::numext::bit_cast<wick::f16>(bits));
+  if (dt == FlashDType::BF16) return static_cast<double>(std::bit_cast<wick::bf16>(bits));
+  return static_cast<double>(std::bit_cast<wick::f16>(bits));
 }
 uint16_t from_double(double x, FlashDType dt) {
-  if (dt == FlashDType::BF16) return Eigen::numext::bit_cast<uint16_t>(wick::bf16(static_cast<float>(x)));
-  return Eigen::numext::bit_cast<uint16_t>(wick::f16(static_cast<float>(x)));
+  if (dt == FlashDType::BF16) return std::bit_cast<uint16_t>(wick::bf16(static_cast<float>(x)));
+  return std::bit_cast<uint16_t>(wick::f16(static_cast<float>(x)));
 }
 double round_to(double x, FlashDType dt) { return to_double(from_double(x, dt), dt); }
 

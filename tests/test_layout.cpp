@@ -2,6 +2,9 @@
 // tests/layout_tests.rs style), and every misuse's message.
 #include <doctest/doctest.h>
 
+#include <array>
+#include <vector>
+
 #include "tensor/layout.h"
 #include "tensor/tensor.h"
 
@@ -149,4 +152,50 @@ TEST_CASE("layout: StridedIndex walks a temporary layout in logical order") {
   for (StridedIndex it(Layout::contiguous({2, 3, 4}).narrow(1, 1, 2).transpose(0, 1)); !it.done(); it.next())
     got.push_back(it.offset());
   CHECK(got == std::vector<size_t>{4, 5, 6, 7, 16, 17, 18, 19, 8, 9, 10, 11, 20, 21, 22, 23});
+}
+
+TEST_CASE("layout: for_each_offsets walks several layouts in lockstep") {
+  using Pairs = std::vector<std::array<size_t, 2>>;
+  auto walk2 = [](const Layout& a, const Layout& b) {
+    Pairs got;
+    size_t expect_i = 0;
+    for_each_offsets<2>({&a, &b}, [&](size_t i, const std::array<size_t, 2>& o) {
+      CHECK(i == expect_i++);  // logical indices in order, each once
+      got.push_back(o);
+    });
+    return got;
+  };
+  // Both contiguous, different start offsets: the fast path adds i to each base.
+  CHECK(walk2(Layout::contiguous_with_offset({2, 2}, 3), Layout::contiguous_with_offset({2, 2}, 10)) ==
+        Pairs{{3, 10}, {4, 11}, {5, 12}, {6, 13}});
+  // A (2, 3) destination against the transpose of a (3, 2) source: strides (1, 2).
+  CHECK(walk2(Layout::contiguous({2, 3}), Layout::contiguous({3, 2}).transpose(0, 1)) ==
+        Pairs{{0, 0}, {1, 2}, {2, 4}, {3, 1}, {4, 3}, {5, 5}});
+  // A broadcast row (stride 0 on dim 0) against a narrowed (2, 2) window of a (2, 4) tensor.
+  CHECK(walk2(Layout::contiguous_with_offset({1, 2}, 7).broadcast_as({2, 2}), Layout::contiguous({2, 4}).narrow(1, 1, 2)) ==
+        Pairs{{7, 1}, {8, 2}, {7, 5}, {8, 6}});
+  // Rank 0: one element at the start offset. An empty shape: no call at all.
+  CHECK(walk2(Layout::contiguous_with_offset({}, 5), Layout::contiguous_with_offset({}, 9)) == Pairs{{5, 9}});
+  CHECK(walk2(Layout::contiguous({2, 0, 3}), Layout::contiguous({2, 0, 3}).transpose(0, 2).transpose(0, 2)).empty());
+}
+
+TEST_CASE("layout: for_each_offset visits the same offsets as StridedIndex") {
+  const Layout base = Layout::contiguous({2, 3, 4, 5});
+  const std::vector<Layout> layouts = {
+      base,
+      base.narrow(1, 1, 2).narrow(3, 2, 3),
+      base.permute({3, 1, 0, 2}),
+      base.narrow(0, 1, 1).broadcast_as({3, 1, 3, 4, 5}),
+      Layout::contiguous({3}).broadcast_as({2, 3}).transpose(0, 1),
+  };
+  for (const Layout& l : layouts) {
+    std::vector<size_t> want, got;
+    for (StridedIndex it(l); !it.done(); it.next()) want.push_back(it.offset());
+    for_each_offset(l, [&](size_t i, size_t off) {
+      CHECK(i == got.size());
+      got.push_back(off);
+    });
+    CHECK(got == want);
+    CHECK(got == l.offsets());
+  }
 }

@@ -11,6 +11,7 @@
 #include "kernels/flash/flash_configs.cuh"
 #include "kernels/flash/flash_fwd_kernel.cuh"
 #include "kernels/flash/flash_launch.h"
+#include "tensor/cuda_check.h"
 #include "tensor/error.h"
 
 namespace wick::kernels::flash {

@@ -20,6 +20,7 @@
 
 #include "kernels/flash/flash_common.cuh"
 #include "kernels/flash/flash_fwd.h"
+#include "tensor/cuda_check.h"
 #include "tensor/error.h"
 
 namespace wick::kernels {

@@ -31,6 +31,7 @@
 
 #include "kernels/flash/flash_common.cuh"
 #include "kernels/flash_bwd/flash_bwd.h"
+#include "tensor/cuda_check.h"
 #include "tensor/error.h"
 
 namespace wick::kernels {

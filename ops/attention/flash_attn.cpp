@@ -4,9 +4,9 @@
 
 #include <vector>
 
-#include "autograd/node.h"
 #include "ops/attention/dispatch.h"
 #include "ops/attention/plan.h"
+#include "tensor/grad_node.h"
 
 namespace wick {
 

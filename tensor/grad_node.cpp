@@ -1,4 +1,4 @@
-#include "autograd/node.h"
+#include "tensor/grad_node.h"
 
 namespace wick::autograd {
 

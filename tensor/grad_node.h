@@ -1,5 +1,7 @@
 // The graph node an op records when one of its inputs requires grad. Ops include this
 // header and call record(); the engine that walks the nodes lives in autograd/engine.cpp.
+// It sits in tensor/ because a Tensor holds the node that produced it (grad_fn): ops/
+// records into it without knowing the engine, and autograd/ sits above ops/.
 //
 // Rule for backward closures: never capture the op's output Tensor itself (the output
 // owns the node, so that would be a cycle); capture out.detach() instead.

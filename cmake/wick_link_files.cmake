@@ -1,0 +1,33 @@
+# wick_link_files(<out> <target>...): the library files and plain link items that linking
+# the given imported targets amounts to, following INTERFACE_LINK_LIBRARIES. An installed
+# wick records this list instead of the toolkit's targets, so its consumers need no
+# find_package for them.
+function(wick_link_files out)
+  set(files "")
+  set(queue ${ARGN})
+  set(seen "")
+  while(queue)
+    list(POP_FRONT queue item)
+    if(item IN_LIST seen)
+      continue()
+    endif()
+    list(APPEND seen ${item})
+    if(NOT TARGET ${item})
+      list(APPEND files ${item})  # a path, a library name or a linker flag: kept as is
+      continue()
+    endif()
+    get_target_property(type ${item} TYPE)
+    if(NOT type STREQUAL "INTERFACE_LIBRARY")
+      get_target_property(location ${item} IMPORTED_LOCATION)
+      if(NOT location)
+        message(FATAL_ERROR "wick: ${item} has no IMPORTED_LOCATION to record for the install")
+      endif()
+      list(APPEND files ${location})
+    endif()
+    get_target_property(deps ${item} INTERFACE_LINK_LIBRARIES)
+    if(deps)
+      list(APPEND queue ${deps})
+    endif()
+  endwhile()
+  set(${out} ${files} PARENT_SCOPE)
+endfunction()
