@@ -28,7 +28,7 @@ __device__ inline void record_fault(const FaultSink& sink, FaultKind kind, uint6
     v->call = sink.call;
     v->kind = static_cast<int32_t>(kind);
     v->key = key;
-    for (int i = 0; i < n && i < 12; ++i) v->values[i] = values[i];
+    for (int i = 0; i < n && i < 16; ++i) v->values[i] = values[i];
   }
   __threadfence_system();
   if (claim) *static_cast<volatile int32_t*>(sink.flag) = 1;

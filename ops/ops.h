@@ -121,15 +121,13 @@ Tensor matmul(const Tensor& lhs, const Tensor& rhs);
 Tensor cat(const std::vector<Tensor>& tensors, size_t dim);
 // out has x's shape with dims[dim] replaced by indices.elem_count(); out[.., j, ..] =
 // x[.., indices[j], ..]. indices: rank 1, U32, I32 or I64, each in [0, x.dim(dim)).
-// An index outside that range raises a wick::Error at the call (never a stray read).
-// Cost of that check: CPU indices are read in place. CUDA indices are copied to the host
-// (8 bytes per index after the cast to I64), and that copy waits for the device to finish
-// the work queued before it: one host sync per call (and none in the backward, which reuses
-// the checked device copy). Code that gathers every step on a GPU pays one sync per step;
-// keep ids on the CPU until they are final, or batch the lookups into one call.
+// An index outside that range is O17, never a stray read. CPU indices are checked at the
+// call. CUDA indices are checked by the gather kernel itself, so the call never waits for the
+// device: a bad index gives zero rows and O17 is raised at the next call that waits for the
+// device (docs/errors.md, "How errors surface on CUDA"); the backward drops those rows.
 Tensor index_select(const Tensor& x, const Tensor& indices, size_t dim);
 // ids (any shape, U32/I32/I64) into table (vocab, hidden) -> ids.shape + (hidden). The same
-// range check and cost as index_select; errors name embedding.
+// range check as index_select; errors name embedding.
 Tensor embedding(const Tensor& ids, const Tensor& table);
 
 }  // namespace wick

@@ -7,6 +7,7 @@
 
 #include "kernels/index.h"
 #include "ops/op_util.h"
+#include "tensor/device_fault.h"
 
 namespace wick {
 
@@ -27,27 +28,35 @@ Split split_at(const Shape& s, size_t dim) {
   return p;
 }
 
-// Validates the indices and returns them as a contiguous I64 tensor on their device. Every
-// index must be in [0, size). CPU indices are checked where they lie (no extra copy); CUDA
-// indices are copied to the host once, which waits for the stream: a range check the host
-// can raise as a wick::Error at the call needs the values there, and a device-side flag
-// would need the same wait before it could be read.
+std::string index_message(const std::string& name, int64_t index, size_t dim, size_t size, const Shape& x_shape) {
+  return name + ": index " + std::to_string(index) + " out of range for dim " + std::to_string(dim) + " of size " +
+         std::to_string(size) + " (shape " + to_string(x_shape) + ")";
+}
+
+// The O17 message of an index fault recorded by kernels::index_select (values: the index,
+// the op (0 index_select, 1 embedding), dim, size, rank, dims).
+void format_index_fault(const DeviceFault& f, std::string& code, std::string& message) {
+  const int64_t* v = f.values;
+  std::vector<size_t> dims(static_cast<size_t>(v[4]));
+  for (size_t i = 0; i < dims.size(); ++i) dims[i] = static_cast<size_t>(v[5 + i]);
+  code = "O17";
+  message = index_message(v[1] == 0 ? "index_select" : "embedding", v[0], static_cast<size_t>(v[2]),
+                          static_cast<size_t>(v[3]), Shape(dims));
+}
+
+// The indices as a contiguous I64 tensor on their device. Every index must be in [0, size):
+// CPU indices are checked here, at the call; CUDA indices by the gather kernel itself
+// (kernels/index.h), which never follows a bad one and records the first for the next
+// waiting call to raise (tensor/device_fault.h), so the call does not wait for the device.
 Tensor checked_indices(const char* name, const Tensor& idx, size_t size, size_t dim, const Shape& x_shape) {
   const DType dt = idx.dtype();
   if (dt != DType::U32 && dt != DType::I32 && dt != DType::I64)
     throw Error(std::string(name) + ": indices must be U32, I32 or I64, got " + dtype_name(dt));
   Tensor i64 = cast(idx.detach(), DType::I64).contiguous();
-  auto check = [&](const int64_t* v, size_t n) {
-    for (size_t j = 0; j < n; ++j)
-      if (v[j] < 0 || static_cast<size_t>(v[j]) >= size)
-        throw Error(std::string(name) + ": index " + std::to_string(v[j]) + " out of range for dim " +
-                    std::to_string(dim) + " of size " + std::to_string(size) + " (shape " + to_string(x_shape) + ")");
-  };
   if (i64.device().is_cpu()) {
-    check(cpu_base<int64_t>(i64) + i64.layout().start_offset(), i64.elem_count());
-  } else {
-    const std::vector<int64_t> host = i64.to_vec<int64_t>();
-    check(host.data(), host.size());
+    const int64_t* v = cpu_base<int64_t>(i64) + i64.layout().start_offset();
+    for (size_t j = 0; j < i64.elem_count(); ++j)
+      if (v[j] < 0 || static_cast<size_t>(v[j]) >= size) throw Error("O17", index_message(name, v[j], dim, size, x_shape));
   }
   return i64;
 }
@@ -132,7 +141,7 @@ Tensor gather(const char* name, const Tensor& x, const Tensor& indices, size_t d
   std::vector<size_t> od = x.dims();
   od[dim] = n;
   Tensor out = Tensor::empty(Shape(od), x.dtype(), x.device());
-  if (out.elem_count() > 0) {
+  if (out.elem_count() > 0 || (x.device().is_cuda() && n > 0)) {  // CUDA: the kernel checks the indices
     Tensor xc = x.detach().contiguous();
     const size_t es = dtype_size(x.dtype());
     if (x.device().is_cpu()) {
@@ -146,9 +155,19 @@ Tensor gather(const char* name, const Tensor& x, const Tensor& indices, size_t d
     } else {
 #ifdef WICK_WITH_CUDA
       set_current_device(x.device());
+      register_fault_formatter(FaultKind::Index, format_index_fault);
+      kernels::IndexCheck check;
+      check.sink = fault_sink(x.device());
+      const Shape& shown = x.shape();
+      check.values[1] = std::string(name) == "index_select" ? 0 : 1;
+      check.values[2] = static_cast<int64_t>(dim);
+      check.values[3] = static_cast<int64_t>(x.dim(dim));
+      check.values[4] = static_cast<int64_t>(shown.rank());
+      for (size_t i = 0; i < shown.rank() && i < 11; ++i) check.values[5 + i] = static_cast<int64_t>(shown[i]);
+      check.n = 16;
       kernels::index_select(es, xc.data_ptr(), static_cast<int64_t>(p.outer), static_cast<int64_t>(p.dim),
                             static_cast<int64_t>(p.inner), static_cast<const int64_t*>(idx.data_ptr()),
-                            static_cast<int64_t>(n), out.data_ptr());
+                            static_cast<int64_t>(n), out.data_ptr(), check);
 #else
       no_cuda(name);
 #endif

@@ -28,7 +28,7 @@ struct Slot {
 std::array<Slot, kMaxDevices> g_slots;
 std::mutex g_slots_mutex;
 std::atomic<uint64_t> g_next_call{1};
-std::array<std::atomic<FaultFormatter>, 3> g_formatters{};
+std::array<std::atomic<FaultFormatter>, 4> g_formatters{};
 
 [[noreturn]] void bad_device(const Device& dev) {
   throw Error("S02", "no CUDA device is available for " + to_string(dev));

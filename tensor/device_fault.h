@@ -18,14 +18,14 @@
 namespace wick {
 
 // Who formats a record into a message (the layer that launched the check).
-enum class FaultKind : int32_t { None = 0, Attention = 1, Index = 2 };
+enum class FaultKind : int32_t { None = 0, Attention = 1, Index = 2, KvSlot = 3 };
 
 struct DeviceFault {
   int32_t lock = 0;      // taken while a kernel writes the record
   int32_t kind = 0;      // FaultKind
   uint64_t call = 0;     // the call that claimed the record (0: free)
   uint64_t key = 0;      // order of the fault inside its call (smaller = earlier check)
-  int64_t values[12] = {};  // what the formatter needs (indices, lengths, sizes)
+  int64_t values[16] = {};  // what the formatter needs (indices, lengths, sizes)
 };
 
 // The device pointers a kernel needs to record a fault for one call.

@@ -10,6 +10,10 @@
 #include "devices.h"
 #include "errors_catalog.h"
 #include "ops/attention/flash_attn.h"
+#include "ops/attention/paged_kv_cache.h"
+#include "ops/attention/step.h"
+#include "ops/ops.h"
+#include "tensor/graph.h"
 #include "tensor/device_fault.h"
 #include "test_attention_common.h"
 
@@ -139,4 +143,186 @@ TEST_CASE("attention device checks: the backward of a faulted call gives NaN gra
   CHECK(all_nan(c.q.grad()));
   CHECK(all_nan(c.k.grad()));
   CHECK(all_nan(c.v.grad()));
+}
+
+// ---- plan once, run many (ops/attention/step.h) --------------------------------------------
+
+namespace {
+
+// Three sequences in a paged cache: histories of 70, 5 and 130 tokens, then `q_lens` new
+// queries each, appended so they are keys too.
+struct Served {
+  Device dev;
+  PagedKvCache cache;
+  std::vector<uint64_t> ids{7, 8, 9};
+  Served(Device d, const std::vector<size_t>& hist) : dev(d), cache(16, 64, 2, 32, DType::BF16, d) {
+    for (size_t b = 0; b < ids.size(); ++b)
+      cache.append(ids[b], randn({hist[b], 2, 32}, DType::BF16, d, 10 + b), randn({hist[b], 2, 32}, DType::BF16, d, 20 + b));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("attention plan_step: one planned op serves every layer, and matches the unplanned call") {
+  for (Device dev : test::test_devices()) {
+    DEVICE_CONTEXT(dev);
+    Served s(dev, {70, 5, 130});
+    const std::vector<size_t> q_lens{1, 3, 2};
+    const StepLayout l = s.cache.step_layout(s.ids, q_lens);
+    CHECK(l.seqlens_k == std::vector<uint32_t>{0, 70, 75, 205});
+    CHECK(l.seqlens_q == std::vector<uint32_t>{0, 1, 4, 6});
+    CHECK(l.max_seqlen_k == 130);
+    CHECK(l.block_table_cols == 3);
+    FlashAttnVarLen planned = plan_step(l, dev);
+    planned.causal = true;
+    FlashAttnVarLen plain;  // the same call built the candle way
+    s.cache.bind(plain, s.ids);
+    plain.seqlens_q = u32_tensor({0, 1, 4, 6}, dev);
+    plain.max_seqlen_q = 3;
+    plain.causal = true;
+    for (int layer = 0; layer < 2; ++layer) {
+      const Tensor q = randn({6, 4, 32}, DType::BF16, dev, 100 + layer);
+      CHECK(planned.forward(q, s.cache.k(), s.cache.v()).to_f64_vec() ==
+            plain.forward(q, s.cache.k(), s.cache.v()).to_f64_vec());
+    }
+  }
+}
+
+TEST_CASE("attention plan_step: the checks that need q or k run at the call, with the catalogue's texts") {
+  for (Device dev : test::test_devices()) {
+    DEVICE_CONTEXT(dev);
+    Served s(dev, {70, 5, 130});
+    StepLayout l = s.cache.step_layout(s.ids, {1, 1, 1});
+    FlashAttnVarLen op = plan_step(l, dev);
+    const Tensor q = randn({3, 4, 32}, DType::BF16, dev, 1);
+    // a block id past the cache given to the cache's k, v (16 blocks)
+    l.block_table[1] = 40;
+    FlashAttnVarLen bad = plan_step(l, dev);
+    CHECK(catalog::error_of([&] { bad.forward(q, s.cache.k(), s.cache.v()); }) ==
+          "flash-attn-varlen: block_table[0][1] = 40 is outside [0, 16) (k has 16 blocks)");
+    // seqlens_q planned for 3 query rows, called with 4
+    CHECK(catalog::error_of([&] { op.forward(randn({4, 4, 32}, DType::BF16, dev, 2), s.cache.k(), s.cache.v()); }) ==
+          "flash-attn-varlen: seqlens_q ends at 3 but q has 4 rows (total_q); the last cumulative length must "
+          "equal total_q");
+    // checked at plan time
+    l.block_table[1] = 1;
+    l.seqlens_k = {0, 70, 60, 205};
+    CHECK(catalog::error_of([&] { plan_step(l, dev); }) ==
+          "flash-attn-varlen: seqlens_k must be non-decreasing (cumulative lengths), but seqlens_k[2] = 60 < "
+          "seqlens_k[1] = 70");
+    // replacing a planned tensor brings back the ordinary checks
+    op.seqlens_q = u32_tensor({0, 1, 2, 3}, dev);
+    CHECK_NOTHROW(op.forward(q, s.cache.k(), s.cache.v()));
+  }
+}
+
+TEST_CASE("attention write_kv_slots and reserve write where append would") {
+  for (Device dev : test::test_devices()) {
+    DEVICE_CONTEXT(dev);
+    PagedKvCache a(8, 32, 2, 16, DType::F16, dev), b(8, 32, 2, 16, DType::F16, dev);
+    const Tensor k1 = randn({40, 2, 16}, DType::F16, dev, 1), v1 = randn({40, 2, 16}, DType::F16, dev, 2);
+    const Tensor k2 = randn({30, 2, 16}, DType::F16, dev, 3), v2 = randn({30, 2, 16}, DType::F16, dev, 4);
+    a.append(1, k1, v1);
+    a.append(1, k2, v2);
+    for (const auto& [k, v] : {std::pair{k1, v1}, std::pair{k2, v2}}) {
+      const std::vector<int64_t> slots = b.reserve(1, k.dim(0));
+      write_kv_slots(b.k(), b.v(), k, v, Tensor::from_vec(slots, Shape{slots.size()}, dev));
+    }
+    CHECK(b.seq_len(1) == 70);
+    CHECK(b.blocks(1) == a.blocks(1));
+    CHECK(b.k().to_f64_vec() == a.k().to_f64_vec());
+    CHECK(b.v().to_f64_vec() == a.v().to_f64_vec());
+  }
+}
+
+TEST_CASE("attention CUDA graph: a captured multi-layer decode step replays with new lengths") {
+  SKIP_WITHOUT_CUDA();
+  const Device dev = Device::cuda(0);
+  constexpr int kLayers = 4;
+  const size_t hk = 2, h = 8, d = 64, page = 64;
+  PagedKvCache cache(64, page, hk, d, DType::BF16, dev);  // bookkeeping; layer 0's K/V
+  std::vector<Tensor> kc{cache.k()}, vc{cache.v()};
+  for (int l = 1; l < kLayers; ++l) {
+    kc.push_back(Tensor::zeros(cache.k().shape(), DType::BF16, dev));
+    vc.push_back(Tensor::zeros(cache.v().shape(), DType::BF16, dev));
+  }
+  const std::vector<uint64_t> ids{1, 2};
+  // prompts of 100 and 37 tokens in every layer
+  for (size_t b = 0; b < ids.size(); ++b) {
+    const size_t n = b == 0 ? 100 : 37;
+    const std::vector<int64_t> slots = cache.reserve(ids[b], n);
+    const Tensor st = Tensor::from_vec(slots, Shape{n}, dev);
+    for (int l = 0; l < kLayers; ++l)
+      write_kv_slots(kc[l], vc[l], randn({n, hk, d}, DType::BF16, dev, 50 + l * 2 + b),
+                     randn({n, hk, d}, DType::BF16, dev, 60 + l * 2 + b), st);
+  }
+  // The step's fixed buffers: new K/V rows, their slots, q, and outputs per layer.
+  std::vector<Tensor> k_new, v_new, q, out, lse;
+  for (int l = 0; l < kLayers; ++l) {
+    k_new.push_back(Tensor::zeros({2, hk, d}, DType::BF16, dev));
+    v_new.push_back(Tensor::zeros({2, hk, d}, DType::BF16, dev));
+    q.push_back(Tensor::zeros({2, h, d}, DType::BF16, dev));
+    out.push_back(Tensor::empty({2, h, d}, DType::BF16, dev));
+    lse.push_back(Tensor::empty({h, 2}, DType::F32, dev));
+  }
+  const Tensor slots = Tensor::zeros({2}, DType::I64, dev);
+  // One decode step: reserve a token per sequence, then per layer write its K/V and attend.
+  auto next_layout = [&] {
+    std::vector<int64_t> s;
+    for (uint64_t id : ids) s.push_back(cache.reserve(id, 1)[0]);
+    copy_into(slots, Tensor::from_vec(s, Shape{2}, Device::cpu()));
+    return cache.step_layout(ids, {1, 1}, /*min_cols=*/8, /*min_max_seqlen_k=*/512, /*min_max_seqlen_q=*/1);
+  };
+  auto fill_inputs = [&](uint64_t seed) {
+    for (int l = 0; l < kLayers; ++l) {
+      copy_into(k_new[l], randn({2, hk, d}, DType::BF16, dev, seed + 3 * l));
+      copy_into(v_new[l], randn({2, hk, d}, DType::BF16, dev, seed + 3 * l + 1));
+      copy_into(q[l], randn({2, h, d}, DType::BF16, dev, seed + 3 * l + 2));
+    }
+  };
+  FlashAttnVarLen op = plan_step(next_layout(), dev);
+  op.causal = true;
+  auto step = [&] {
+    for (int l = 0; l < kLayers; ++l) {
+      write_kv_slots(kc[l], vc[l], k_new[l], v_new[l], slots);
+      op.forward_into(q[l], kc[l], vc[l], out[l], lse[l]);
+    }
+  };
+  fill_inputs(1000);
+  step();  // eager first: one-time set-up happens outside the capture
+  CudaGraph graph(dev);
+  for (int s = 0; s < 3; ++s) {
+    // the next step: new slots and lengths in the same tensors, new inputs
+    update_step(op, next_layout());
+    fill_inputs(2000 + 100 * s);
+    if (s == 0) {
+      graph.begin_capture();
+      step();
+      graph.end_capture();
+    }
+    graph.replay();
+    // the same step computed without the graph: the reference, from the cache the replay wrote
+    for (int l = 0; l < kLayers; ++l) {
+      FlashAttnVarLen plain;
+      cache.bind(plain, ids);
+      plain.seqlens_q = u32_tensor({0, 1, 2}, dev);
+      plain.max_seqlen_q = 1;
+      plain.causal = true;
+      INFO("step ", s, " layer ", l);
+      CHECK(out[l].to_f64_vec() == plain.forward(q[l], kc[l], vc[l]).to_f64_vec());
+    }
+  }
+  CHECK(cache.seq_len(1) == 104);
+}
+
+TEST_CASE("gather device checks: a bad CUDA index gives zero rows and raises O17 at the next wait") {
+  SKIP_WITHOUT_CUDA();
+  const Device dev = Device::cuda(0);
+  const Tensor table = Tensor::ones({3, 2}, DType::F32, dev);
+  const Tensor ids = Tensor::from_vec(std::vector<int64_t>{1, -2, 4, 0}, Shape{4}, dev);
+  const Tensor rows = embedding(ids, table);  // no throw: nothing waited
+  const auto [code, text] = raised(dev);
+  CHECK(code == "O17");
+  CHECK(text == "embedding: index -2 out of range for dim 0 of size 3 (shape [3, 2])");  // the first bad id
+  CHECK(rows.to_f64_vec() == std::vector<double>{1, 1, 0, 0, 0, 0, 1, 1});
 }

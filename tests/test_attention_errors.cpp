@@ -12,6 +12,7 @@
 #include "errors_catalog.h"
 #include "ops/attention/flash_attn.h"
 #include "ops/attention/paged_kv_cache.h"
+#include "ops/attention/step.h"
 #include "tensor/device_fault.h"
 #include "test_attention_common.h"
 
@@ -308,7 +309,7 @@ std::vector<Entry> catalogue() {
   e.push_back({"P03", "PagedKvCache: num_heads_k and head_size must be positive (got {num_heads_k} and {head_size})", false,
                [](D d) { return error_of([&] { PagedKvCache c(2, 32, 2, 0, DType::BF16, d); }); },
                "PagedKvCache: num_heads_k and head_size must be positive (got 2 and 0)"});
-  e.push_back({"P04", "PagedKvCache::append: sequence {id} needs {n} more blocks of {page} rows for {tokens} new tokens but only {free} of {num_blocks} blocks are free; free finished sequences or make the cache larger", false,
+  e.push_back({"P04", "PagedKvCache::{fn}: sequence {id} needs {n} more blocks of {page} rows for {tokens} new tokens but only {free} of {num_blocks} blocks are free; free finished sequences or make the cache larger", false,
                [](D d) {
                  PagedKvCache c(1, 32, 1, 8, DType::BF16, d);
                  Tensor k = randn({33, 1, 8}, DType::BF16, d, 1);
@@ -367,6 +368,59 @@ std::vector<Entry> catalogue() {
                  return error_of([&] { c.block_table({}, DType::U8); });
                },
                "PagedKvCache::block_table: dtype must be I32 or U32, got U8"});
+  e.push_back({"P13", "write_kv_slots: slots[{i}] = {slot} is outside the cache's {rows} rows ({num_blocks} blocks of {page})", false,
+               [](D d) {
+                 const Tensor kc = randn({5, 64, 2, 8}, DType::BF16, d, 1), vc = randn({5, 64, 2, 8}, DType::BF16, d, 2);
+                 const Tensor k1 = randn({2, 2, 8}, DType::BF16, d, 3), v1 = randn({2, 2, 8}, DType::BF16, d, 4);
+                 const Tensor slots = Tensor::from_vec(std::vector<int64_t>{3, 320}, Shape{2}, d);
+                 return error_of([&] { write_kv_slots(kc, vc, k1, v1, slots); check_device_faults(d); });
+               },
+               "write_kv_slots: slots[1] = 320 is outside the cache's 320 rows (5 blocks of 64)"});
+  e.push_back({"P14", "write_kv_slots: {name} is {got}, expected {expected}", false,
+               [](D) {
+                 const D d = D::cpu();  // the text names the device
+                 const Tensor kc = randn({5, 64, 2, 8}, DType::BF16, d, 1), vc = randn({5, 64, 2, 8}, DType::BF16, d, 2);
+                 const Tensor k1 = randn({1, 2, 8}, DType::BF16, d, 3), v1 = randn({1, 2, 8}, DType::BF16, d, 4);
+                 const Tensor slots = Tensor::from_vec(std::vector<int32_t>{3}, Shape{1}, d);
+                 return error_of([&] { write_kv_slots(kc, vc, k1, v1, slots); });
+               },
+               "write_kv_slots: slots is [1] I32 on Cpu, expected [1] I64 on Cpu, contiguous"});
+  e.push_back({"W14", "plan_step: block_table has {n} entries but {batch} sequences x block_table_cols {cols} = {expected}", false,
+               [](D d) {
+                 StepLayout l;
+                 l.seqlens_q = {0, 1, 2}, l.seqlens_k = {0, 4, 9}, l.max_seqlen_q = 1, l.max_seqlen_k = 5;
+                 l.block_table = {0, 1, 2}, l.block_table_cols = 2, l.page_block_size = 32;
+                 return error_of([&] { plan_step(l, d); });
+               },
+               "plan_step: block_table has 3 entries but 2 sequences x block_table_cols 2 = 4"});
+  e.push_back({"W15", "update_step: the op was not made by plan_step (it has no planned step to update)", false,
+               [](D d) {
+                 StepLayout l;
+                 l.seqlens_q = {0, 1}, l.seqlens_k = {0, 4}, l.max_seqlen_q = 1, l.max_seqlen_k = 4;
+                 return error_of([&] { FlashAttnVarLen op; update_step(op, l); });
+               },
+               "update_step: the op was not made by plan_step (it has no planned step to update)"});
+  e.push_back({"W16", "update_step: the new step ({n} cumulative lengths, {cols} block-table columns, page {page}, max lengths {mq}/{mk}) does not fit the planned op ({n0} cumulative lengths, {cols0} block-table columns, page {page0}, max lengths {mq0}/{mk0}); plan_step a new op, or plan the first step with room to spare", false,
+               [](D d) {
+                 StepLayout l;
+                 l.seqlens_q = {0, 1}, l.seqlens_k = {0, 64}, l.max_seqlen_q = 1, l.max_seqlen_k = 64;
+                 return error_of([&] {
+                   FlashAttnVarLen op = plan_step(l, d);
+                   l.seqlens_k = {0, 65}, l.max_seqlen_k = 65;
+                   update_step(op, l);
+                 });
+               },
+               "update_step: the new step (2 cumulative lengths, 0 block-table columns, page 0, max lengths 1/65) "
+               "does not fit the planned op (2 cumulative lengths, 0 block-table columns, page 0, max lengths 1/64); "
+               "plan_step a new op, or plan the first step with room to spare"});
+  e.push_back({"W17", "forward_into: {name} must be a contiguous {dtype:?} tensor of shape {shape:?} on {device:?}, got {got}", false,
+               [](D) {
+                 const D d = D::cpu();  // the text names the device
+                 Varlen c(d);
+                 const Tensor out = Tensor::empty({6, 4, 16}, DType::F32, d);
+                 return error_of([&] { c.op.forward_into(c.q, c.k, c.v, out, Tensor()); });
+               },
+               "forward_into: out must be a contiguous BF16 tensor of shape [6, 4, 16] on Cpu, got [6, 4, 16] F32 on Cpu"});
   return e;
 }
 

@@ -16,6 +16,7 @@
 #include "autograd/optim.h"
 #include "devices.h"
 #include "errors_catalog.h"
+#include "tensor/device_fault.h"
 #include "ops/ops.h"
 #include "tensor/cuda_check.h"
 #include "tensor/grad_node.h"
@@ -336,13 +337,13 @@ std::vector<Entry> ops_entries() {
   e.push_back({"O17", "{op}: index {i} out of range for dim {dim} of size {size} (shape {shape:?})", Where::Devices,
                [](D d) {
                  Tensor idx = Tensor::from_vec(std::vector<int64_t>{0, 5}, Shape{2}, d);
-                 return error_of([&] { index_select(x234(d), idx, 1); });
+                 return error_of([&] { index_select(x234(d), idx, 1); check_device_faults(d); });
                },
                "index_select: index 5 out of range for dim 1 of size 3 (shape [2, 3, 4])"});
   e.push_back({"O17", "{op}: index {i} out of range for dim {dim} of size {size} (shape {shape:?})", Where::Devices,
                [](D d) {
                  Tensor ids = Tensor::from_vec(std::vector<int64_t>{1, 4}, Shape{2}, d);
-                 return error_of([&] { embedding(ids, Tensor::ones({3, 2}, DType::F32, d)); });
+                 return error_of([&] { embedding(ids, Tensor::ones({3, 2}, DType::F32, d)); check_device_faults(d); });
                },
                "embedding: index 4 out of range for dim 0 of size 3 (shape [3, 2])"});
   e.push_back({"O18", "index_select: indices must have rank 1, got shape {shape:?}", Where::Devices,

@@ -2,6 +2,7 @@
 // does and runs it. Checks live in plan.cpp; the device choice in dispatch.cpp.
 #include "ops/attention/flash_attn.h"
 
+#include <string>
 #include <vector>
 
 #include "ops/attention/dispatch.h"
@@ -48,6 +49,27 @@ std::pair<Tensor, Tensor> FlashAttnVarLen::forward_with_lse(const Tensor& q, con
 }
 Tensor FlashAttnVarLen::forward(const Tensor& q, const Tensor& k, const Tensor& v) const {
   return forward_with_lse(q, k, v).first;
+}
+
+namespace {
+// forward_into's outputs: exactly what the op would have allocated.
+void check_output(const char* name, const Tensor& t, const Shape& shape, DType dtype, const Device& dev) {
+  if (t.defined() && t.shape() == shape && t.dtype() == dtype && t.device() == dev && t.is_contiguous()) return;
+  const std::string got = !t.defined() ? std::string("an empty tensor")
+                                       : to_string(t.shape()) + " " + dtype_name(t.dtype()) + " on " +
+                                             to_string(t.device()) + (t.is_contiguous() ? "" : " (strided)");
+  throw Error("W17", std::string("forward_into: ") + name + " must be a contiguous " + dtype_name(dtype) +
+                         " tensor of shape " + to_string(shape) + " on " + to_string(dev) + ", got " + got);
+}
+}  // namespace
+
+void FlashAttnVarLen::forward_into(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                   const Tensor& lse) const {
+  attention::AttnPlan plan = attention::plan_varlen(*this, q, k, v);
+  check_output("out", out, plan.out_shape, plan.dtype, plan.device);
+  if (lse.defined()) check_output("lse", lse, plan.lse_shape, DType::F32, plan.device);
+  attention::bind_outputs(plan, out, lse);
+  attention::run_forward(plan);
 }
 
 // ---- batched ----------------------------------------------------------------------------

@@ -12,12 +12,17 @@
 // Rust Option<T> maps to std::optional<T>, Option<&Tensor> to const Tensor* (nullptr = None).
 #pragma once
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <utility>
 
 #include "tensor/tensor.h"
 
 namespace wick {
+
+namespace attention {
+struct StepTables;  // plan.h: the host copies a plan_step op was checked with
+}
 
 // The batched op ("flash-attn"): every sequence of the batch has the same lengths.
 //   q   (batch, seqlen_q, num_heads,   head_size)   last dim contiguous, any other strides
@@ -67,10 +72,18 @@ struct FlashAttnVarLen {
   // cost of a copy and a wait. The environment variable WICK_STRICT_CHECKS=1 sets it for
   // every call. CPU tensors are always checked at the call.
   bool strict_checks = false;
+  // Set by plan_step (ops/attention/step.h): the host values seqlens and block_table were
+  // checked with, so calls check only what depends on k against them, on the host.
+  std::shared_ptr<const attention::StepTables> planned;
 
   Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v) const;
   // (out, lse) with lse (num_heads, total_q) f32.
   std::pair<Tensor, Tensor> forward_with_lse(const Tensor& q, const Tensor& k, const Tensor& v) const;
+  // The forward into outputs the caller made: out like q (contiguous, q's dtype and device),
+  // lse (num_heads, total_q) f32 contiguous, or an undefined lse for none. Allocates nothing
+  // but split-KV scratch that it frees again, so it can be captured in a CUDA graph. Not
+  // recorded by autograd.
+  void forward_into(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse) const;
 };
 
 }  // namespace wick

@@ -88,19 +88,8 @@ void PagedKvCache::append(uint64_t seq_id, const Tensor& k_new, const Tensor& v_
            " but the cache is on " + to_string(device_));
   }
   const size_t n = k_new.dim(0);
-  auto it = seqs_.find(seq_id);
-  const size_t len = it == seqs_.end() ? 0 : it->second.len;
-  const size_t have = it == seqs_.end() ? 0 : it->second.blocks.size();
-  const size_t need = (len + n + page_ - 1) / page_;
-  // All-or-nothing: count first, so running out leaves the cache as it was.
-  if (need - have > free_.size())
-    fail("PagedKvCache::append: sequence " + std::to_string(seq_id) + " needs " +
-         std::to_string(need - have) + " more blocks of " + std::to_string(page_) + " rows for " +
-         std::to_string(n) + " new tokens but only " + std::to_string(free_.size()) + " of " +
-         std::to_string(num_blocks_) + " blocks are free; free finished sequences or make the cache larger");
   const Tensor kc = k_new.contiguous(), vc = v_new.contiguous();
-  Seq& s = seqs_[seq_id];
-  while (s.blocks.size() < need) s.blocks.push_back(allocate_block());
+  Seq& s = make_room("append", seq_id, n);
   for (size_t done = 0; done < n;) {
     const size_t t = s.len + done, row = t % page_;
     const size_t chunk = std::min(n - done, page_ - row);
@@ -110,6 +99,63 @@ void PagedKvCache::append(uint64_t seq_id, const Tensor& k_new, const Tensor& v_
     done += chunk;
   }
   s.len += n;
+}
+
+// The blocks for n more tokens of seq_id (created on first use), all or nothing: the count
+// comes first, so running out leaves the cache as it was. The length is the caller's to bump.
+PagedKvCache::Seq& PagedKvCache::make_room(const char* fn, uint64_t seq_id, size_t n) {
+  auto it = seqs_.find(seq_id);
+  const size_t len = it == seqs_.end() ? 0 : it->second.len;
+  const size_t have = it == seqs_.end() ? 0 : it->second.blocks.size();
+  const size_t need = (len + n + page_ - 1) / page_;
+  if (need - have > free_.size())
+    fail(std::string("PagedKvCache::") + fn + ": sequence " + std::to_string(seq_id) + " needs " +
+         std::to_string(need - have) + " more blocks of " + std::to_string(page_) + " rows for " +
+         std::to_string(n) + " new tokens but only " + std::to_string(free_.size()) + " of " +
+         std::to_string(num_blocks_) + " blocks are free; free finished sequences or make the cache larger");
+  Seq& s = seqs_[seq_id];
+  while (s.blocks.size() < need) s.blocks.push_back(allocate_block());
+  return s;
+}
+
+std::vector<int64_t> PagedKvCache::reserve(uint64_t seq_id, size_t n) {
+  Seq& s = make_room("reserve", seq_id, n);
+  std::vector<int64_t> slots(n);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t t = s.len + i;
+    slots[i] = static_cast<int64_t>(s.blocks[t / page_]) * static_cast<int64_t>(page_) + static_cast<int64_t>(t % page_);
+  }
+  s.len += n;
+  return slots;
+}
+
+StepLayout PagedKvCache::step_layout(const std::vector<uint64_t>& seq_ids, const std::vector<size_t>& query_lens,
+                                     size_t min_cols, size_t min_max_seqlen_k, size_t min_max_seqlen_q) const {
+  if (query_lens.size() != seq_ids.size())
+    fail("PagedKvCache::step_layout: " + std::to_string(query_lens.size()) + " query lengths for " +
+         std::to_string(seq_ids.size()) + " sequences");
+  StepLayout l;
+  l.seqlens_q.assign(seq_ids.size() + 1, 0);
+  l.seqlens_k.assign(seq_ids.size() + 1, 0);
+  l.max_seqlen_q = min_max_seqlen_q;
+  l.max_seqlen_k = min_max_seqlen_k;
+  size_t cols = std::max<size_t>(min_cols, 1);
+  for (size_t b = 0; b < seq_ids.size(); ++b) {
+    const Seq& s = seq("step_layout", seq_ids[b]);
+    l.seqlens_q[b + 1] = l.seqlens_q[b] + static_cast<uint32_t>(query_lens[b]);
+    l.seqlens_k[b + 1] = l.seqlens_k[b] + static_cast<uint32_t>(s.len);
+    l.max_seqlen_q = std::max(l.max_seqlen_q, query_lens[b]);
+    l.max_seqlen_k = std::max(l.max_seqlen_k, s.len);
+    cols = std::max(cols, s.blocks.size());
+  }
+  l.block_table_cols = cols;
+  l.block_table.assign(seq_ids.size() * cols, 0);  // padding names block 0, never read
+  for (size_t b = 0; b < seq_ids.size(); ++b) {
+    const auto& blocks = seqs_.at(seq_ids[b]).blocks;
+    std::copy(blocks.begin(), blocks.end(), l.block_table.begin() + b * cols);
+  }
+  l.page_block_size = page_;
+  return l;
 }
 
 void PagedKvCache::free(uint64_t seq_id) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ops/attention/op.h"
+#include "ops/attention/step.h"
 #include "tensor/tensor.h"
 
 namespace wick {
@@ -60,12 +61,27 @@ class PagedKvCache {
   void bind(FlashAttnVarLen& op, const std::vector<uint64_t>& seq_ids,
             DType table_dtype = DType::I32) const;
 
+  // Plan once, run many (ops/attention/step.h). Makes room for n new tokens of seq_id
+  // (created on first use; blocks as for append) without writing them, and returns their
+  // slots: token t of the sequence is slot block * page_block_size + t % page_block_size.
+  // write_kv_slots writes the rows there, on the device, from a slots tensor; so one set of
+  // block ids can serve a K/V pair per layer (each of k()'s shape).
+  std::vector<int64_t> reserve(uint64_t seq_id, size_t n);
+  // The host-side layout of a step over these sequences (their current lengths as keys,
+  // query_lens[b] new queries each, all already reserved or appended): the input of
+  // plan_step / update_step, with no device read. Room for graphs that replay it with other
+  // lengths: at least min_cols block-table columns, max_seqlen_k at least min_max_seqlen_k,
+  // max_seqlen_q at least min_max_seqlen_q.
+  StepLayout step_layout(const std::vector<uint64_t>& seq_ids, const std::vector<size_t>& query_lens,
+                         size_t min_cols = 0, size_t min_max_seqlen_k = 0, size_t min_max_seqlen_q = 0) const;
+
  private:
   struct Seq {
     std::vector<int32_t> blocks;
     size_t len = 0;
   };
   const Seq& seq(const char* fn, uint64_t seq_id) const;
+  Seq& make_room(const char* fn, uint64_t seq_id, size_t n);
   void write_rows(const Tensor& cache_view, const Tensor& src, int32_t block, size_t row,
                   size_t src_row, size_t n);
 
@@ -78,5 +94,14 @@ class PagedKvCache {
   std::vector<int32_t> free_;  // a stack: the most recently freed block is reused first
   std::map<uint64_t, Seq> seqs_;
 };
+
+// Writes n new K/V rows (k_new, v_new: (n, num_heads_k, head_size), the caches' dtype and
+// device, channel stride 1) into the paged caches k_cache, v_cache ((num_blocks, page,
+// num_heads_k, head_size), channel stride 1) at slots (n) I64 on their device: row i goes to
+// row slots[i] % page of block slots[i] / page. A slot outside [0, num_blocks * page) is P13,
+// raised at the call for CPU tensors and at the next waiting call for CUDA ones (that row is
+// not written). Asynchronous on CUDA; not recorded by autograd.
+void write_kv_slots(const Tensor& k_cache, const Tensor& v_cache, const Tensor& k_new, const Tensor& v_new,
+                    const Tensor& slots);
 
 }  // namespace wick

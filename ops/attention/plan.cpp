@@ -3,6 +3,7 @@
 // (section 5), then the FlashFwdParams both devices consume.
 #include "ops/attention/plan.h"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
@@ -212,17 +213,16 @@ void check_block_table_rows(const Tensor& bt, size_t batch) {
          std::to_string(batch) + " sequences (block_table shape " + dims_str(bt) + ")");
 }
 
-// W10, W11: every block a sequence uses is named, and exists. seqlens_k: host copy.
-void check_block_table_values(const std::vector<uint32_t>& seqlens_k, const Tensor& bt, size_t page,
-                              size_t num_blocks) {
-  const size_t cols = bt.shape().dims2()[1];
-  const std::vector<double> entries = bt.to_f64_vec();  // u32 or i32, exact in double
+// W10, W11: every block a sequence uses is named, and exists. seqlens_k and entries (the
+// table, row-major, `cols` a row): host copies.
+void check_block_table_values(const std::vector<uint32_t>& seqlens_k, const std::vector<int64_t>& entries,
+                              size_t cols, size_t page, size_t num_blocks) {
   for (size_t b = 0; b + 1 < seqlens_k.size(); ++b) {
     const size_t len = seqlens_k[b + 1] - seqlens_k[b];
     const size_t pages = (len + page - 1) / page;
     if (pages > cols) throw Error("W10", w10_message(b, len, pages, page, cols));
     for (size_t c = 0; c < pages; ++c) {
-      const auto e = static_cast<int64_t>(entries[b * cols + c]);
+      const int64_t e = entries[b * cols + c];
       if (e < 0 || e >= static_cast<int64_t>(num_blocks)) throw Error("W11", w11_message(b, c, e, num_blocks));
     }
   }
@@ -245,6 +245,16 @@ void format_attention_fault(const DeviceFault& f, std::string& code, std::string
       else code = "W11", message = w11_message(v[1], v[2], v[3], v[4]);
       return;
   }
+}
+
+// True when op came from plan_step and still holds the tensors plan_step made (its values
+// were checked on the host then).
+bool planned_here(const FlashAttnVarLen& op) {
+  if (!op.planned) return false;
+  const StepTables& t = *op.planned;
+  return op.seqlens_q.defined() && op.seqlens_q.data_ptr() == t.seqlens_q && op.seqlens_k.defined() &&
+         op.seqlens_k.data_ptr() == t.seqlens_k &&
+         (op.block_table ? op.block_table->data_ptr() == t.block_table : t.block_table == nullptr);
 }
 
 // Strict mode: the value checks of CUDA tensors on the host too (a copy and a wait per
@@ -355,10 +365,22 @@ AttnPlan plan_varlen(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k
   plan.paged = paged;
   plan.varlen = true;
   if (paged) check_block_table_rows(*op.block_table, batch_size);
-  if (dev.is_cpu() || strict_checks(op)) {
+  if (planned_here(op)) {
+    // plan_step checked every value on the host; only the comparisons with k remain.
+    const StepTables& t = *op.planned;
+    if (t.last_q != static_cast<int64_t>(total_q)) throw Error("W06", w06_message(t.last_q, total_q));
+    if (!paged && t.host_seqlens_k.back() > total_k) throw Error("W07", w07_message(t.host_seqlens_k.back(), total_k));
+    if (paged && (t.min_entry < 0 || t.max_entry >= static_cast<int64_t>(num_blocks)))
+      check_block_table_values(t.host_seqlens_k, std::vector<int64_t>(t.host_table.begin(), t.host_table.end()),
+                               t.cols, page_block_size, num_blocks);
+  } else if (dev.is_cpu() || strict_checks(op)) {
     const std::vector<uint32_t> sq = op.seqlens_q.to_vec<uint32_t>(), sk = op.seqlens_k.to_vec<uint32_t>();
     check_seqlens_values(sq, sk, op, paged, total_q, total_k);
-    if (paged) check_block_table_values(sk, *op.block_table, page_block_size, num_blocks);
+    if (paged) {
+      std::vector<int64_t> entries;  // u32 or i32, exact in double
+      for (double e : op.block_table->to_f64_vec()) entries.push_back(static_cast<int64_t>(e));
+      check_block_table_values(sk, entries, op.block_table->dim(1), page_block_size, num_blocks);
+    }
   } else {
     // CUDA: the same checks on the device, before the kernels, on the call's stream
     // (dispatch.cpp launches them); the kernels read the verdict.
@@ -485,6 +507,49 @@ void bind_outputs(AttnPlan& plan, const Tensor& out, const Tensor& lse) {
 }  // namespace wick::attention
 
 namespace wick::attention {
+
+std::shared_ptr<StepTables> check_step(const StepLayout& l) {
+  auto t = std::make_shared<StepTables>();
+  const auto& sq = l.seqlens_q;
+  const auto& sk = l.seqlens_k;
+  t->host_seqlens_k = sk;
+  // Too few entries, or counts that differ, are the call's A27 / A28 (the tensors keep them).
+  if (sq.size() < 2 || sk.size() != sq.size()) return t;
+  const size_t batch = sq.size() - 1;
+  if (sq[0] != 0) throw Error("W04", w04_message(sq[0]));
+  for (const auto* s : {&sq, &sk})
+    for (size_t b = 1; b < s->size(); ++b)
+      if ((*s)[b] < (*s)[b - 1])
+        throw Error("W05", w05_message(s == &sq ? "seqlens_q" : "seqlens_k", b, (*s)[b], (*s)[b - 1]));
+  for (const auto* s : {&sq, &sk}) {
+    const bool is_q = s == &sq;
+    const size_t max_len = is_q ? l.max_seqlen_q : l.max_seqlen_k;
+    for (size_t b = 0; b < batch; ++b)
+      if (size_t len = (*s)[b + 1] - (*s)[b]; len > max_len) throw Error("W08", w08_message(is_q, b, len, max_len));
+  }
+  t->last_q = sq.back();
+  if (l.block_table.empty()) return t;
+  const size_t cols = l.block_table_cols;
+  if (l.block_table.size() != batch * cols)
+    throw Error("W14", "plan_step: block_table has " + std::to_string(l.block_table.size()) + " entries but " +
+                           std::to_string(batch) + " sequences x block_table_cols " + std::to_string(cols) +
+                           " = " + std::to_string(batch * cols));
+  t->host_table = l.block_table;
+  t->cols = static_cast<int64_t>(cols);
+  const size_t page = l.page_block_size.value_or(0);
+  t->page = static_cast<int64_t>(page);
+  if (page == 0) return t;  // the call raises A20 (no page size) or its own page checks
+  for (size_t b = 0; b < batch; ++b) {
+    const size_t len = sk[b + 1] - sk[b], pages = (len + page - 1) / page;
+    if (pages > cols) throw Error("W10", w10_message(b, len, pages, page, cols));
+    for (size_t c = 0; c < pages; ++c) {
+      const int64_t e = l.block_table[b * cols + c];
+      t->min_entry = std::min(t->min_entry, e);
+      t->max_entry = std::max(t->max_entry, e);
+    }
+  }
+  return t;
+}
 
 HostTables::HostTables(const AttnPlan& plan) : params_(plan.params) {
   if (plan.device.is_cpu()) return;  // every pointer is a host pointer already

@@ -8,11 +8,13 @@
 // for callers that build FlashFwdParams by hand; a planned call never trips them.)
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "kernels/flash/flash_params.h"
 #include "ops/attention/op.h"
+#include "ops/attention/step.h"
 #include "tensor/tensor.h"
 
 namespace wick::attention {
@@ -42,6 +44,23 @@ struct AttnPlan {
   std::optional<DeviceChecks> device_checks;
   Tensor verdict;
 };
+
+// What plan_step (step.h) checked on the host, kept with the op it returns: the identity of
+// the device tensors it made, and what the calls' k-dependent checks need.
+struct StepTables {
+  const void* seqlens_q = nullptr;  // data pointers of the op's tensors made by plan_step
+  const void* seqlens_k = nullptr;
+  const void* block_table = nullptr;
+  int64_t last_q = 0;                    // seqlens_q's last entry (total_q it was planned for)
+  std::vector<uint32_t> host_seqlens_k;  // cumulative
+  std::vector<int32_t> host_table;       // (batch, cols), row-major
+  int64_t cols = 0, page = 0;
+  int64_t min_entry = 0, max_entry = -1;  // the smallest and largest block id a sequence uses
+};
+
+// plan_step's host checks of a layout (those that do not need q or k), and the tables the
+// calls' remaining checks read. Throws wick::Error with the messages the call would give.
+std::shared_ptr<StepTables> check_step(const StepLayout& layout);
 
 // "flash-attn-varlen": q (total_q, h, d); k, v (total_k, hk, d) or paged
 // (num_blocks, page, hk, d). Throws wick::Error with candle's text on the first failing check.
