@@ -602,7 +602,7 @@ std::vector<Entry> cuda_entries() {
                KERNEL_CALL(kernels::copy_strided(3, nullptr, kernels::StridedView{}, nullptr, kernels::StridedView{}, 1)),
                "copy kernel: element size must be 1, 2, 4 or 8, got 3");
   kernel_entry("C07", "{kernel} kernel: element size must be 1, 2, 4 or 8, got {size}", Where::CudaBuild,
-               KERNEL_CALL(kernels::index_select(16, nullptr, 1, 1, 1, nullptr, 1, nullptr)),
+               KERNEL_CALL(kernels::index_select(16, nullptr, 1, 1, 1, nullptr, 1, nullptr, kernels::IndexCheck{})),
                "index_select kernel: element size must be 1, 2, 4 or 8, got 16");
   kernel_entry("C07", "{kernel} kernel: element size must be 1, 2, 4 or 8, got {size}", Where::CudaBuild,
                KERNEL_CALL(kernels::fill(3, nullptr, nullptr, 1)), "fill kernel: element size must be 1, 2, 4 or 8, got 3");
