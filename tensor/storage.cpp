@@ -52,6 +52,8 @@ bool Device::cuda_available() {
 void set_current_device(const Device& dev) {
   if (dev.is_cpu()) return;
 #ifdef WICK_WITH_CUDA
+  int current = -1;
+  if (cudaGetDevice(&current) == cudaSuccess && current == dev.gpu_id) return;  // the common case: no switch
   WICK_CUDA_CHECK(cudaSetDevice(dev.gpu_id));
 #else
   no_cuda();

@@ -270,7 +270,7 @@ TEST_CASE("attention CUDA graph: a captured multi-layer decode step replays with
   auto next_layout = [&] {
     std::vector<int64_t> s;
     for (uint64_t id : ids) s.push_back(cache.reserve(id, 1)[0]);
-    copy_into(slots, Tensor::from_vec(s, Shape{2}, Device::cpu()));
+    copy_into(slots, Tensor::from_vec(s, Shape{2}, dev));
     return cache.step_layout(ids, {1, 1}, /*min_cols=*/8, /*min_max_seqlen_k=*/512, /*min_max_seqlen_q=*/1);
   };
   auto fill_inputs = [&](uint64_t seed) {

@@ -28,8 +28,20 @@ template <> __device__ __forceinline__ __half from_float(float x) { return __flo
 // once for host and device in contract.h; the kernels use it unqualified.
 using namespace ::wick::kernels::attn;
 
+// Waits for the grid this one was launched after programmatically (the device checks,
+// validate.cu), so the verdict is final; a no-op for an ordinary launch and before sm_90.
+__device__ __forceinline__ void wait_for_prior_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // True when the call's index values failed the device checks (FlashFwdParams::verdict).
-__device__ __forceinline__ bool call_faulted(const FlashFwdParams& p) { return p.verdict && *p.verdict != 0; }
+__device__ __forceinline__ bool call_faulted(const FlashFwdParams& p) {
+  if (!p.verdict) return false;
+  wait_for_prior_grid();
+  return *p.verdict != 0;
+}
 
 // The defined output of a faulted call: NaN in every out and lse element of the varlen
 // outputs, spread over CTA `cta` of `ctas` by (row, head) pair. Reads no index value.

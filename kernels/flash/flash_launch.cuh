@@ -18,9 +18,11 @@ namespace wick::kernels::flash {
 
 // Number of KV splits: 1 when the (tile, head, sequence) CTAs already fill the GPU's
 // resident slots; else enough splits to fill them once, but never fewer than 4 key tiles
-// per split, so a short sequence does not pay for a combine pass it cannot amortise.
+// per split, so a short sequence does not pay for a combine pass it cannot amortise; and
+// none under 16 key tiles, where the combine kernel and its scratch cost more than the
+// split saves.
 inline int choose_num_splits(int64_t ctas, int key_tiles, int slots) {
-  if (ctas <= 0 || ctas * 5 >= static_cast<int64_t>(slots) * 4) return 1;
+  if (ctas <= 0 || key_tiles < 16 || ctas * 5 >= static_cast<int64_t>(slots) * 4) return 1;
   int n = static_cast<int>((slots + ctas - 1) / ctas);
   n = std::min({n, key_tiles / 4, 128});
   return std::max(n, 1);
@@ -101,8 +103,21 @@ void launch_flash_cfg(const FlashFwdParams& p, cudaStream_t st, int pack, int se
     WICK_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&a.lseacc), slots_total * sizeof(float), st));
   }
   const dim3 grid(static_cast<unsigned>(m_blocks * heads_y * p.batch), 1u, static_cast<unsigned>(splits));
-  kernel<<<grid, Cfg::kThreads, Cfg::kSmem, st>>>(a);
-  cudaError_t err = cudaGetLastError();
+  cudaError_t err;
+  if (p.verdict) {
+    // After flash_validate: a programmatic launch lets this grid start while the check
+    // finishes; the kernel waits for it (griddepcontrol.wait) before reading the verdict.
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid, cfg.blockDim = dim3(Cfg::kThreads), cfg.dynamicSmemBytes = Cfg::kSmem, cfg.stream = st;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr, cfg.numAttrs = 1;
+    err = cudaLaunchKernelEx(&cfg, kernel, a);
+  } else {
+    kernel<<<grid, Cfg::kThreads, Cfg::kSmem, st>>>(a);
+    err = cudaGetLastError();
+  }
   if (err == cudaSuccess && splits > 1) {
     const dim3 cgrid(static_cast<unsigned>((max_sq + kCombineWarps - 1) / kCombineWarps),
                      static_cast<unsigned>(p.num_heads), static_cast<unsigned>(p.batch));

@@ -60,6 +60,10 @@ __device__ unsigned long long scan(const ValidateArgs& a) {
 }
 
 __global__ void __launch_bounds__(kThreads) validate_kernel(const ValidateArgs a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // the attention kernel may start launching now; it waits for this grid to finish
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
   __shared__ unsigned long long s_key;
   if (threadIdx.x == 0) s_key = kNone;
   __syncthreads();

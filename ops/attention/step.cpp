@@ -3,7 +3,6 @@
 #include <string>
 
 #include "ops/attention/plan.h"
-#include "ops/ops.h"
 
 namespace wick {
 
@@ -13,10 +12,10 @@ Tensor upload(const std::vector<uint32_t>& v, const Device& dev) {
   return Tensor::from_vec(v, Shape{v.size()}, dev);
 }
 
-// Writes host values into an existing device tensor of the same shape (no wait).
+// Writes host values into an existing contiguous tensor of as many elements (no wait).
 template <class T>
 void write_into(const Tensor& dst, const std::vector<T>& v) {
-  copy_into(dst, Tensor::from_vec(v, dst.shape(), Device::cpu()));
+  dst.storage()->copy_from_host(dst.layout().start_offset() * sizeof(T), v.data(), v.size() * sizeof(T));
 }
 
 }  // namespace
