@@ -1,53 +1,122 @@
-// Forward + backward of varlen flash-attention through the public op, as training code
-// calls it (autograd: out.backward(seed)), on CUDA when a GPU is present, else on the CPU.
-//   bench_attention_bwd [reps=5] [seqs=8] [len=1024] [heads=16] [head_size=128]
-// Causal, bf16. FLOPs: forward 4 * visible_pairs * head_size per head, backward 2.5x that
-// (the usual count: five matmuls against the forward's two).
+// The attention backward through the public op, as training code runs it: the forward once
+// (recorded by autograd), then the backward pass alone (autograd::grad with the graph
+// retained), timed with a device wait after each pass; median of `reps`.
+//   bench_attention_bwd [--json FILE] [--reps N] [--only AB]
+// Workloads (bf16), the same as bench/bwd_peers.py runs on torch:
+//   B  fixed length: 16k tokens per batch (batch = 16384 / S), S = 1k, 4k, 16k, d 64 / 128,
+//      heads = 2048 / d, causal and not (flash_attn on (batch, S, heads, d) tensors)
+//   A  varlen: flash_bench's 32 sequences of U[128, 4096] tokens, d128 h16 and d64 h32,
+//      causal and not (flash_attn_varlen)
+// FLOPs: backward = 2.5 x forward, forward = 4 * d * heads * visible (query, key) pairs
+// (causal: S (S + 1) / 2 per sequence), the count torch's and FlashAttention's benchmarks use.
+// CUDA when a GPU is present, else CPU (a small case only: the host backward is slow).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "bench/bench_util.h"
 #include "wick.h"
 
+namespace {
+
+using namespace wick;
+FILE* g_json = nullptr;
+int g_reps = 10;
+
+void emit(const std::string& name, double ms, double tflops) {
+  char line[256];
+  std::snprintf(line, sizeof line, "{\"impl\": \"wick\", \"name\": \"%s\", \"ms\": %.4f, \"tflops\": %.2f}", name.c_str(),
+                ms, tflops);
+  std::printf("%s\n", line);
+  if (g_json) std::fprintf(g_json, "%s\n", line);
+}
+
+double pairs(const std::vector<uint32_t>& lens, bool causal) {
+  double n = 0;
+  for (uint32_t l : lens) n += causal ? 0.5 * l * (l + 1.0) : double(l) * l;
+  return n;
+}
+
+// Median backward time of out = f(q, k, v) with q, k, v requiring grad.
+template <class F>
+double backward_ms(const Device& dev, const Tensor& q, const Tensor& k, const Tensor& v, F&& f) {
+  Tensor qg = q.detach(), kg = k.detach(), vg = v.detach();
+  qg.requires_grad(true), kg.requires_grad(true), vg.requires_grad(true);
+  const Tensor out = f(qg, kg, vg);
+  const Tensor seed = Tensor::randn(out.shape(), out.dtype(), dev, 9);
+  autograd::BackwardOptions opt;
+  opt.retain_graph = true;
+  opt.keep_intermediate = false;
+  return 1e3 * bench::median_seconds(g_reps, [&] {
+           autograd::GradStore g = autograd::grad(out, seed, opt);
+           synchronize(dev);
+         });
+}
+
+std::vector<uint32_t> varlen_lengths() {
+  uint64_t x = 12345;
+  std::vector<uint32_t> v;
+  for (int i = 0; i < 32; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    v.push_back(static_cast<uint32_t>(128 + (x >> 33) % (4096 - 128 + 1)));
+  }
+  return v;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  using namespace wick;
-  const int reps = argc > 1 ? std::atoi(argv[1]) : 5;
-  const size_t seqs = argc > 2 ? std::atoi(argv[2]) : 8, len = argc > 3 ? std::atoi(argv[3]) : 1024;
-  const size_t heads = argc > 4 ? std::atoi(argv[4]) : 16, d = argc > 5 ? std::atoi(argv[5]) : 128;
-  const Device dev = Device::cuda_available() ? Device::cuda(0) : Device::cpu();
-  std::vector<uint32_t> cu{0};
-  for (size_t b = 0; b < seqs; ++b) cu.push_back(cu.back() + static_cast<uint32_t>(len));
-  const size_t n = cu.back();
-  FlashAttnVarLen op;
-  op.max_seqlen_q = op.max_seqlen_k = len;
-  op.seqlens_q = op.seqlens_k = Tensor::from_vec(cu, Shape{cu.size()}, dev);
-  op.causal = true;
-  Tensor q = Tensor::randn({n, heads, d}, DType::BF16, dev, 501).requires_grad(true);
-  Tensor k = Tensor::randn({n, heads, d}, DType::BF16, dev, 502).requires_grad(true);
-  Tensor v = Tensor::randn({n, heads, d}, DType::BF16, dev, 503).requires_grad(true);
-  const Tensor seed = Tensor::randn({n, heads, d}, DType::BF16, dev, 504);
-  auto wait = [](const Tensor& t) { (void)t.narrow(0, 0, 1).to_f64_vec(); };  // waits for the device
-  auto step = [&] {
-    autograd::zero_grad({q, k, v});
-    Tensor out = op.forward(q, k, v);
-    out.backward(seed);
-    wait(v.grad());
-  };
-  const double fwd_s = bench::median_seconds(reps, [&] {
-    autograd::NoGradGuard no_grad;
-    wait(op.forward(q, k, v));
-  });
-  const double both_s = bench::median_seconds(reps, step);
-  const double pairs = 0.5 * double(len) * (len + 1.0) * seqs;
-  const double fwd_flop = 4.0 * pairs * heads * d;
-  std::printf("flash-attn varlen fwd+bwd on %s: %zu x %zu tokens, %zu heads, d %zu, bf16, causal, median of %d\n",
-              to_string(dev).c_str(), seqs, len, heads, d, reps);
-  std::printf("  forward %.3f ms (%.1f TFLOP/s); forward + backward %.3f ms; backward alone ~%.3f ms (%.1f TFLOP/s)\n",
-              fwd_s * 1e3, fwd_flop / fwd_s * 1e-12, both_s * 1e3, (both_s - fwd_s) * 1e3,
-              2.5 * fwd_flop / std::max(both_s - fwd_s, 1e-9) * 1e-12);
+  std::string only = "AB";
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--json") && i + 1 < argc) g_json = std::fopen(argv[++i], "w");
+    else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) g_reps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+  }
+  const bool cuda = Device::cuda_available();
+  const Device dev = cuda ? Device::cuda(0) : Device::cpu();
+  if (!cuda) {  // one small case: the CPU backward is the host reference
+    const Tensor q = Tensor::randn({1, 256, 4, 64}, DType::BF16, dev, 1), k = Tensor::randn({1, 256, 4, 64}, DType::BF16, dev, 2),
+                 v = Tensor::randn({1, 256, 4, 64}, DType::BF16, dev, 3);
+    const double ms = backward_ms(dev, q, k, v, [](auto& a, auto& b, auto& c) { return flash_attn(a, b, c, 0.125f, true); });
+    emit("cpu_S256_d64_causal", ms, 2.5 * 4.0 * 64 * 4 * pairs({256}, true) / ms / 1e9);
+    return 0;
+  }
+  if (only.find('B') != std::string::npos)
+    for (uint32_t S : {1024u, 4096u, 16384u})
+      for (size_t d : {64, 128})
+        for (bool causal : {false, true}) {
+          const size_t h = 2048 / d, B = 16384 / S;
+          const Tensor q = Tensor::randn({B, S, h, d}, DType::BF16, dev, 1);
+          const Tensor k = Tensor::randn({B, S, h, d}, DType::BF16, dev, 2);
+          const Tensor v = Tensor::randn({B, S, h, d}, DType::BF16, dev, 3);
+          const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+          const double ms = backward_ms(dev, q, k, v, [&](auto& a, auto& b, auto& c) { return flash_attn(a, b, c, scale, causal); });
+          const double flop = 2.5 * 4.0 * d * h * pairs(std::vector<uint32_t>(B, S), causal);
+          emit("B_S" + std::to_string(S) + "_d" + std::to_string(d) + (causal ? "_causal" : ""), ms, flop / ms / 1e9);
+        }
+  if (only.find('A') != std::string::npos) {
+    const std::vector<uint32_t> lens = varlen_lengths();
+    std::vector<uint32_t> cu{0};
+    for (uint32_t l : lens) cu.push_back(cu.back() + l);
+    const size_t total = cu.back(), max_len = *std::max_element(lens.begin(), lens.end());
+    const Tensor cut = Tensor::from_vec(cu, Shape{cu.size()}, dev);
+    for (auto [d, h] : {std::pair<size_t, size_t>{128, 16}, {64, 32}})
+      for (bool causal : {false, true}) {
+        const Tensor q = Tensor::randn({total, h, d}, DType::BF16, dev, 4);
+        const Tensor k = Tensor::randn({total, h, d}, DType::BF16, dev, 5);
+        const Tensor v = Tensor::randn({total, h, d}, DType::BF16, dev, 6);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+        const double ms = backward_ms(dev, q, k, v, [&](auto& a, auto& b, auto& c) {
+          return flash_attn_varlen(a, b, c, cut, cut, max_len, max_len, scale, causal);
+        });
+        const double flop = 2.5 * 4.0 * d * h * pairs(lens, causal);
+        emit("A_varlen_d" + std::to_string(d) + "_h" + std::to_string(h) + (causal ? "_causal" : ""), ms, flop / ms / 1e9);
+      }
+  }
+  if (g_json) std::fclose(g_json);
   return 0;
 }

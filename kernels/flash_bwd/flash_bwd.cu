@@ -27,10 +27,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "kernels/flash/flash_common.cuh"
 #include "kernels/flash_bwd/flash_bwd.h"
+#include "kernels/flash_bwd/flash_bwd_mma.h"
 #include "tensor/cuda_check.h"
 #include "tensor/error.h"
 
@@ -192,6 +194,19 @@ int tile_keys(int head_size) {
   return 8;
 }
 
+bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+bool strides8(int64_t a, int64_t b, int64_t c) { return a % 8 == 0 && b % 8 == 0 && c % 8 == 0; }
+
+// Can the tensor-core kernels read every row of q, k, v and dO with 16-byte copies?
+bool tensor_core_friendly(const FlashBwdParams& bp) {
+  const FlashFwdParams& p = bp.fwd;
+  return !bp.scalar && p.head_size <= 256 && p.head_size % 8 == 0 && aligned16(p.q) && aligned16(p.k) &&
+         aligned16(p.v) && aligned16(bp.dout) && strides8(p.q_batch_stride, p.q_row_stride, p.q_head_stride) &&
+         strides8(p.k_batch_stride, p.k_row_stride, p.k_head_stride) &&
+         strides8(p.v_batch_stride, p.v_row_stride, p.v_head_stride) &&
+         strides8(bp.do_batch_stride, bp.do_row_stride, bp.do_head_stride);
+}
+
 template <class Elem>
 void run(const FlashBwdParams& bp, cudaStream_t st) {
   const FlashFwdParams& p = bp.fwd;
@@ -206,6 +221,18 @@ void run(const FlashBwdParams& bp, cudaStream_t st) {
     const dim3 g1((max_sq + kWarps - 1) / kWarps, p.num_heads, p.batch);
     dsum_kernel<Elem><<<g1, kWarps * 32, 0, st>>>(bp);
     WICK_CUDA_CHECK(cudaGetLastError());
+    if (tensor_core_friendly(bp)) {
+      if (p.head_size <= 64)
+        flash_bwd_mma::launch<64, Elem>(bp, st);
+      else if (p.head_size <= 128)
+        flash_bwd_mma::launch<128, Elem>(bp, st);
+      else
+        flash_bwd_mma::launch<256, Elem>(bp, st);
+      cast<Elem>(bp.dq_accum, bp.dq, nq, p.verdict, st);
+      cast<Elem>(bp.dk_accum, bp.dk, nk, p.verdict, st);
+      cast<Elem>(bp.dv_accum, bp.dv, nk, p.verdict, st);
+      return;
+    }
     const int bc = tile_keys(p.head_size);
     const size_t smem = (4 * static_cast<size_t>(bc) * (p.head_size + 1) + kWarps * (2 * p.head_size + 32)) *
                         sizeof(float);

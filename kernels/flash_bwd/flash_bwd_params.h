@@ -36,6 +36,10 @@ struct FlashBwdParams {
   void* dq = nullptr;  // (total_q, num_heads, head_size), fwd.dtype, contiguous
   void* dk = nullptr;  // (kv_rows, num_heads_k, head_size), fwd.dtype, contiguous
   void* dv = nullptr;  // like dk
+
+  // Force the scalar kernels (the tensor-core ones run when head_size <= 256 and every row
+  // of q, k, v and dO is 16-byte aligned): for tests and benchmarks that compare them.
+  bool scalar = false;
 };
 
 }  // namespace wick::kernels

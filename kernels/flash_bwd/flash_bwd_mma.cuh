@@ -1,0 +1,428 @@
+// The tensor-core backward (mma.sync m16n8k16, f32 accumulation), deterministic: two
+// kernels that each own their outputs, so no result depends on the order of atomic adds.
+// The math is the host backward's (ops/attention/backward.cpp) and the scalar kernels':
+//   P = exp(logit - lse)   dP = dO V^T   dS = P * (dP - D) [* (1 - tanh^2) with softcap]
+//   dV = P^T dO            dK = scale * dS^T Q            dQ = scale * dS K
+//
+// kv kernel: one CTA per (key tile of kBlockN keys, kv head, sequence[, output column
+//   chunk]); warp w owns keys 16w..16w+15 of the tile, with their dK and dV rows in
+//   registers for the whole CTA. It walks every query head of the kv head's group and every
+//   query tile of kBlockM rows whose window reaches the key tile (contract: window_rows),
+//   computing S^T = K Q^T, P^T, dV += P^T dO, dP^T = V dO^T, dS^T, dK += dS^T Q; the four
+//   products keep the key rows as the mma rows, so P^T and dS^T go from accumulators to A
+//   fragments without shared memory. dK, dV are added once into the f32 buffers (a single
+//   add onto zero: exact, unless two sequences share a paged block).
+// q kernel: one CTA per (query tile of kBlockM rows, head, sequence[, column chunk]); warp w
+//   owns rows 16w..16w+15 and their dQ in registers; it walks the key tiles the rows can see
+//   (contract: visible_keys_of_rows): S = Q K^T, P, dP = dO V^T, dS, dQ += dS K, the
+//   forward's structure. dQ is stored once.
+// The kv kernel recomputes S and dP that the q kernel recomputes too: seven matrix products
+// where a kernel that adds dQ with atomics needs five, for gradients that are bitwise the
+// same on every run.
+//
+// Fragment patterns (flash_mma.cuh has the layouts), for a tile X in shared memory, row
+// stride kStride elements:
+//   rows of X as the A operand (16 rows x 16 k):        ldmatrix_x4 at a_lane(X)
+//   X as B for a product with X^T (X is n x k):          ldmatrix_x4 at bt_lane(X)
+//   X as B for a product with X (X is k x n):            ldmatrix_x4_trans at b_lane(X)
+#pragma once
+#include <cuda_runtime.h>
+
+#include "kernels/flash/flash_common.cuh"
+#include "kernels/flash/flash_mma.cuh"
+#include "kernels/flash_bwd/flash_bwd_mma.h"
+#include "kernels/flash_bwd/flash_bwd_params.h"
+#include "tensor/cuda_check.h"
+
+namespace wick::kernels::flash_bwd_mma {
+
+using namespace wick::kernels::flash;
+
+constexpr int kWarps = 4, kThreads = kWarps * 32;
+
+// Lane base addresses of the three ldmatrix patterns for a tile whose row 0 is at `tile`.
+template <int kStride, class Elem>
+__device__ __forceinline__ uint32_t a_lane(const Elem* tile, int lane) {
+  return smem_addr(tile + ((lane % 8) + 8 * ((lane / 8) % 2)) * kStride + 8 * (lane / 16));
+}
+template <int kStride, class Elem>
+__device__ __forceinline__ uint32_t bt_lane(const Elem* tile, int lane) {
+  return smem_addr(tile + ((lane % 8) + 8 * (lane / 16)) * kStride + 8 * ((lane / 8) % 2));
+}
+template <int kStride, class Elem>
+__device__ __forceinline__ uint32_t b_lane(const Elem* tile, int lane) {
+  return smem_addr(tile + ((lane % 8) + 8 * ((lane / 8) % 2)) * kStride + 8 * (lane / 16));
+}
+// Byte offset of element (row, col) from a lane base.
+template <int kStride>
+__device__ __forceinline__ uint32_t at(int row, int col) {
+  return 2 * (row * kStride + col);
+}
+
+// Copies kRows rows of kD channels into a padded shared tile: row r from global element
+// offset row_offset(r) (channels past head_size, and rows with valid(r) false, read as zero).
+template <int kRows, int kD, int kStride, class Elem, class Offset, class Valid>
+__device__ __forceinline__ void load_rows(Elem* dst, const Elem* base, Offset row_offset, Valid valid, int head_size) {
+  constexpr int kChunks = kD / 8;
+  for (int c = threadIdx.x; c < kRows * kChunks; c += kThreads) {
+    const int r = c / kChunks, col = (c % kChunks) * 8;
+    const bool ok = col < head_size && valid(r);
+    cp_async_16(smem_addr(dst + r * kStride + col), ok ? base + row_offset(r) + col : base, ok);
+  }
+}
+
+// A accumulator tile (16 x 16*n16) as A fragments of the next product: column pair kk.
+template <class Elem, int kN8>
+__device__ __forceinline__ void acc_to_a(uint32_t (&a)[4], const float (&acc)[kN8][4], int kk) {
+  a[0] = pack2<Elem>(acc[2 * kk][0], acc[2 * kk][1]);
+  a[1] = pack2<Elem>(acc[2 * kk][2], acc[2 * kk][3]);
+  a[2] = pack2<Elem>(acc[2 * kk + 1][0], acc[2 * kk + 1][1]);
+  a[3] = pack2<Elem>(acc[2 * kk + 1][2], acc[2 * kk + 1][3]);
+}
+
+template <int kN8>
+__device__ __forceinline__ void zero(float (&acc)[kN8][4]) {
+#pragma unroll
+  for (int j = 0; j < kN8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+}
+
+// acc (16 rows x 8*kN8 cols) = rows of A (16 x kD at a_base) times B^T, B's rows (the
+// accumulator's columns) at bt_base: the warp's 16 rows against kN8*8 rows of another tile.
+template <int kD, int kStride, int kN8, class Elem>
+__device__ __forceinline__ void mma_abt(float (&acc)[kN8][4], uint32_t a_base, uint32_t bt_base) {
+  zero(acc);
+#pragma unroll
+  for (int ks = 0; ks < kD / 16; ++ks) {
+    uint32_t a[4];
+    ldmatrix_x4(a, a_base + at<kStride>(0, ks * 16));
+#pragma unroll
+    for (int np = 0; np < kN8 / 2; ++np) {
+      uint32_t b[4];
+      ldmatrix_x4(b, bt_base + at<kStride>(np * 16, ks * 16));
+      mma_16816<Elem>(acc[2 * np], a, b[0], b[1]);
+      mma_16816<Elem>(acc[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// out (16 x kDV) += acc-as-A (16 x 8*kN8, the product's k dim) times B (8*kN8 rows x kDV
+// channels from col0, at b_base).
+template <int kStride, int kN8, int kDV, class Elem>
+__device__ __forceinline__ void mma_accb(float (&out)[kDV / 8][4], const float (&acc)[kN8][4], uint32_t b_base,
+                                         int col0) {
+#pragma unroll
+  for (int kk = 0; kk < kN8 / 2; ++kk) {
+    uint32_t a[4];
+    acc_to_a<Elem, kN8>(a, acc, kk);
+#pragma unroll
+    for (int dp = 0; dp < kDV / 16; ++dp) {
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, b_base + at<kStride>(kk * 16, col0 + dp * 16));
+      mma_16816<Elem>(out[2 * dp], a, b[0], b[1]);
+      mma_16816<Elem>(out[2 * dp + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// P from the scaled score, and the softcap's derivative factor; invisible or rowless: 0.
+__device__ __forceinline__ void prob(float qk, const FlashFwdParams& p, float slope, int pos, int t, float lse2,
+                                     bool visible, float& prob_out, float& factor) {
+  factor = 1.f;
+  if (!visible || lse2 == -INFINITY) {
+    prob_out = 0.f;
+    return;
+  }
+  const float x = logit(qk, p.softmax_scale, p.softcap, slope, pos, t);
+  if (p.softcap > 0.f) {
+    const float th = soft_cap(p.softmax_scale * qk, p.softcap) / p.softcap;
+    factor = 1.f - th * th;
+  }
+  prob_out = exp2f(x * kLog2e - lse2);
+}
+
+// ---- the kv kernel ---------------------------------------------------------------------
+
+template <int kD, int kDV, class Elem>
+struct KvCfg {
+  static constexpr int kBlockN = 16 * kWarps;  // keys per CTA
+  static constexpr int kBlockM = 32;           // queries per step
+  static constexpr int kStride = kD + 8;
+  static constexpr int kSmem = 2 * (2 * kBlockN + 2 * kBlockM) * kStride + 2 * kBlockM * 4;
+};
+
+template <int kD, int kDV, class Elem>
+__global__ void __launch_bounds__(kThreads) bwd_kv_kernel(const FlashBwdParams bp, int n_col_chunks) {
+  using Cfg = KvCfg<kD, kDV, Elem>;
+  constexpr int kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM, kStride = Cfg::kStride, kM8 = kBlockM / 8;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Elem* sK = reinterpret_cast<Elem*>(smem_raw);
+  Elem* sV = sK + kBlockN * kStride;
+  Elem* sQ = sV + kBlockN * kStride;
+  Elem* sdO = sQ + kBlockM * kStride;
+  float* sLse = reinterpret_cast<float*>(sdO + kBlockM * kStride);  // log2 units
+  float* sD = sLse + kBlockM;
+
+  const FlashFwdParams& p = bp.fwd;
+  if (call_faulted(p)) return;  // the cast kernel writes NaN gradients
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, tq = lane % 4;
+  const int chunk = blockIdx.x % n_col_chunks, tile = blockIdx.x / n_col_chunks;
+  const int hk = blockIdx.y, b = blockIdx.z, col0 = chunk * kDV;
+  const SeqBounds s = seq_bounds(p, b);
+  const int t0 = tile * kBlockN;
+  if (t0 >= s.sk || s.sq == 0) return;
+  const int hs = p.head_size;
+  const Elem* gk = static_cast<const Elem*>(p.k);
+  const Elem* gv = static_cast<const Elem*>(p.v);
+  load_rows<kBlockN, kD, kStride>(sK, gk, [&](int r) { return k_offset(p, b, s, t0 + r, hk); },
+                                  [&](int r) { return t0 + r < s.sk; }, hs);
+  load_rows<kBlockN, kD, kStride>(sV, gv, [&](int r) { return v_offset(p, b, s, t0 + r, hk); },
+                                  [&](int r) { return t0 + r < s.sk; }, hs);
+  cp_async_commit();
+
+  // The query rows whose window reaches a key of the tile; with mm-prefix ranges, all.
+  const int off = static_cast<int>(key_position(s, 0));
+  const int t_last = min(s.sk, t0 + kBlockN) - 1;
+  const int32_t* mm = mm_ranges_of(p, b);
+  int i_lo = 0, i_hi = s.sq;
+  if (!mm) {
+    const Range<int> pos = window_rows<int>(p, t0, t_last, off, off + s.sq);
+    i_lo = pos.begin - off, i_hi = pos.end - off;
+  }
+  // This thread's two key rows (g and g + 8 of the warp's 16) and the query rows each sees
+  // through its window.
+  int key[2], q_lo[2], q_hi[2];
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    key[rr] = t0 + warp * 16 + g + 8 * rr;
+    const Range<int> pos = window_rows<int>(p, key[rr], key[rr], off, off + s.sq);
+    q_lo[rr] = pos.begin - off, q_hi[rr] = pos.end - off;
+  }
+
+  float dk[kDV / 8][4], dv[kDV / 8][4];
+  zero(dk);
+  zero(dv);
+  const uint32_t k_a = a_lane<kStride>(sK + warp * 16 * kStride, lane);
+  const uint32_t v_a = a_lane<kStride>(sV + warp * 16 * kStride, lane);
+  const uint32_t q_bt = bt_lane<kStride>(sQ, lane), do_bt = bt_lane<kStride>(sdO, lane);
+  const uint32_t q_b = b_lane<kStride>(sQ, lane), do_b = b_lane<kStride>(sdO, lane);
+  const int group = group_size(p);
+  const Elem* gq = static_cast<const Elem*>(p.q);
+  const Elem* gdo = static_cast<const Elem*>(bp.dout);
+
+  for (int h = hk * group; h < (hk + 1) * group; ++h) {
+    const float slope = alibi_slope(p, h);
+    for (int i0 = i_lo / kBlockM * kBlockM; i0 < i_hi; i0 += kBlockM) {
+      __syncthreads();  // everyone is done with the previous Q / dO tile
+      load_rows<kBlockM, kD, kStride>(sQ, gq, [&](int r) { return q_offset(p, b, s, i0 + r, h); },
+                                      [&](int r) { return i0 + r < s.sq; }, hs);
+      load_rows<kBlockM, kD, kStride>(
+          sdO, gdo,
+          [&](int r) {
+            return b * bp.do_batch_stride + (s.q_start + i0 + r) * bp.do_row_stride + h * bp.do_head_stride;
+          },
+          [&](int r) { return i0 + r < s.sq; }, hs);
+      cp_async_commit();
+      for (int r = threadIdx.x; r < kBlockM; r += kThreads) {
+        const int i = i0 + r;
+        const float l = i < s.sq ? p.lse[lse_offset(p, b, s, i, h)] : -INFINITY;
+        sLse[r] = l == -INFINITY ? -INFINITY : l * kLog2e;
+        sD[r] = i < s.sq ? bp.dsum[(s.q_row0 + i) * p.num_heads + h] : 0.f;
+      }
+      cp_async_wait<0>();
+      __syncthreads();
+
+      // S^T = K Q^T (keys x queries), then P^T and the softcap factor in place
+      float st[kM8][4], fac[kM8][4], dpt[kM8][4];
+      mma_abt<kD, kStride, kM8, Elem>(st, k_a, q_bt);
+#pragma unroll
+      for (int j = 0; j < kM8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int rr = e / 2, c = j * 8 + 2 * tq + (e % 2), i = i0 + c, t = key[rr];
+          const bool vis = t < s.sk && i < s.sq &&
+                           ((i >= q_lo[rr] && i < q_hi[rr]) ||
+                            (mm && in_shared_range<int>(mm, p.mm_range_stride, p.mm_max_ranges, i + off, t)));
+          prob(st[j][e], p, slope, i + off, t, sLse[c], vis, st[j][e], fac[j][e]);
+        }
+      // dV += P^T dO
+      mma_accb<kStride, kM8, kDV, Elem>(dv, st, do_b, col0);
+      // dP^T = V dO^T, then dS^T = P^T (dP^T - D) [* factor]
+      mma_abt<kD, kStride, kM8, Elem>(dpt, v_a, do_bt);
+#pragma unroll
+      for (int j = 0; j < kM8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int c = j * 8 + 2 * tq + (e % 2);
+          dpt[j][e] = st[j][e] * (dpt[j][e] - sD[c]) * fac[j][e];
+        }
+      // dK += dS^T Q (scaled at the end)
+      mma_accb<kStride, kM8, kDV, Elem>(dk, dpt, q_b, col0);
+    }
+  }
+
+  // Into the f32 buffers: rows kv_row(t), channels col0 + ...
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int t = key[rr];
+    if (t >= s.sk) continue;
+    const int64_t row = (kv_row(p, b, s, t) * p.num_heads_k + hk) * hs;
+#pragma unroll
+    for (int d8 = 0; d8 < kDV / 8; ++d8)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int c = col0 + d8 * 8 + 2 * tq + e;
+        if (c >= hs) continue;
+        atomicAdd(bp.dk_accum + row + c, p.softmax_scale * dk[d8][2 * rr + e]);
+        atomicAdd(bp.dv_accum + row + c, dv[d8][2 * rr + e]);
+      }
+  }
+}
+
+// ---- the q kernel ----------------------------------------------------------------------
+
+template <int kD, int kDV, class Elem>
+struct QCfg {
+  static constexpr int kBlockM = 16 * kWarps;  // queries per CTA
+  static constexpr int kBlockN = 32;           // keys per step
+  static constexpr int kStride = kD + 8;
+  static constexpr int kSmem = 2 * (2 * kBlockM + 2 * kBlockN) * kStride;
+};
+
+template <int kD, int kDV, class Elem>
+__global__ void __launch_bounds__(kThreads) bwd_q_kernel(const FlashBwdParams bp, int n_col_chunks) {
+  using Cfg = QCfg<kD, kDV, Elem>;
+  constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kStride = Cfg::kStride, kN8 = kBlockN / 8;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Elem* sQ = reinterpret_cast<Elem*>(smem_raw);
+  Elem* sdO = sQ + kBlockM * kStride;
+  Elem* sK = sdO + kBlockM * kStride;
+  Elem* sV = sK + kBlockN * kStride;
+
+  const FlashFwdParams& p = bp.fwd;
+  if (call_faulted(p)) return;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, tq = lane % 4;
+  const int chunk = blockIdx.x % n_col_chunks, tile = blockIdx.x / n_col_chunks;
+  const int h = blockIdx.y, b = blockIdx.z, col0 = chunk * kDV;
+  const SeqBounds s = seq_bounds(p, b);
+  const int i0 = tile * kBlockM;
+  if (i0 >= s.sq || s.sk == 0) return;
+  const int hs = p.head_size, hk = kv_head(p, h);
+  load_rows<kBlockM, kD, kStride>(sQ, static_cast<const Elem*>(p.q), [&](int r) { return q_offset(p, b, s, i0 + r, h); },
+                                  [&](int r) { return i0 + r < s.sq; }, hs);
+  load_rows<kBlockM, kD, kStride>(
+      sdO, static_cast<const Elem*>(bp.dout),
+      [&](int r) { return b * bp.do_batch_stride + (s.q_start + i0 + r) * bp.do_row_stride + h * bp.do_head_stride; },
+      [&](int r) { return i0 + r < s.sq; }, hs);
+  cp_async_commit();
+
+  const int off = static_cast<int>(key_position(s, 0));
+  const int i_last = min(s.sq, i0 + kBlockM) - 1;
+  const Range<int> keys = visible_keys_of_rows<int>(p, b, i0 + off, i_last + off, s.sk);
+  const int32_t* mm = rows_touch_ranges<int>(p, b, i0 + off, i_last + off) ? mm_ranges_of(p, b) : nullptr;
+  const float slope = alibi_slope(p, h);
+  // This thread's two query rows: their lse (log2 units), D and window keys.
+  int row[2];
+  float lse2[2], dsum[2];
+  Range<int> win[2];
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    row[rr] = i0 + warp * 16 + g + 8 * rr;
+    const bool ok = row[rr] < s.sq;
+    const float l = ok ? p.lse[lse_offset(p, b, s, row[rr], h)] : -INFINITY;
+    lse2[rr] = l == -INFINITY ? -INFINITY : l * kLog2e;
+    dsum[rr] = ok ? bp.dsum[(s.q_row0 + row[rr]) * p.num_heads + h] : 0.f;
+    win[rr] = window_keys<int>(p, row[rr] + off, s.sk);
+  }
+
+  float dq[kDV / 8][4];
+  zero(dq);
+  const uint32_t q_a = a_lane<kStride>(sQ + warp * 16 * kStride, lane);
+  const uint32_t do_a = a_lane<kStride>(sdO + warp * 16 * kStride, lane);
+  const uint32_t k_bt = bt_lane<kStride>(sK, lane), v_bt = bt_lane<kStride>(sV, lane);
+  const uint32_t k_b = b_lane<kStride>(sK, lane);
+  const Elem* gk = static_cast<const Elem*>(p.k);
+  const Elem* gv = static_cast<const Elem*>(p.v);
+
+  for (int t0 = keys.begin / kBlockN * kBlockN; !keys.empty() && t0 < keys.end; t0 += kBlockN) {
+    __syncthreads();  // everyone is done with the previous K / V tile
+    load_rows<kBlockN, kD, kStride>(sK, gk, [&](int r) { return k_offset(p, b, s, t0 + r, hk); },
+                                    [&](int r) { return t0 + r < s.sk; }, hs);
+    load_rows<kBlockN, kD, kStride>(sV, gv, [&](int r) { return v_offset(p, b, s, t0 + r, hk); },
+                                    [&](int r) { return t0 + r < s.sk; }, hs);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+
+    float sc[kN8][4], fac[kN8][4], dp[kN8][4];
+    mma_abt<kD, kStride, kN8, Elem>(sc, q_a, k_bt);
+#pragma unroll
+    for (int j = 0; j < kN8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int rr = e / 2, t = t0 + j * 8 + 2 * tq + (e % 2), pos = row[rr] + off;
+        const bool vis = row[rr] < s.sq && t < s.sk &&
+                         (win[rr].contains(t) || (mm && in_shared_range<int>(mm, p.mm_range_stride, p.mm_max_ranges, pos, t)));
+        prob(sc[j][e], p, slope, pos, t, lse2[rr], vis, sc[j][e], fac[j][e]);
+      }
+    mma_abt<kD, kStride, kN8, Elem>(dp, do_a, v_bt);
+#pragma unroll
+    for (int j = 0; j < kN8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dp[j][e] = sc[j][e] * (dp[j][e] - dsum[e / 2]) * fac[j][e];
+    mma_accb<kStride, kN8, kDV, Elem>(dq, dp, k_b, col0);
+  }
+
+  // dQ rows are this CTA's alone: plain stores into the f32 buffer.
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    if (row[rr] >= s.sq) continue;
+    float* dst = bp.dq_accum + ((s.q_row0 + row[rr]) * p.num_heads + h) * hs;
+#pragma unroll
+    for (int d8 = 0; d8 < kDV / 8; ++d8)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int c = col0 + d8 * 8 + 2 * tq + e;
+        if (c < hs) dst[c] = p.softmax_scale * dq[d8][2 * rr + e];
+      }
+  }
+}
+
+}  // namespace wick::kernels::flash_bwd_mma
+
+namespace wick::kernels::flash_bwd_mma {
+
+// Launches both kernels of instance kD (head sizes up to kD; output chunks of up to 128
+// channels) on `st`. The f32 buffers are zero (flash_bwd.cu) and dsum is computed.
+template <int kD, class Elem>
+void launch(const FlashBwdParams& bp, cudaStream_t st) {
+  constexpr int kDV = kD > 128 ? 128 : kD;
+  const FlashFwdParams& p = bp.fwd;
+  const int chunks = (p.head_size + kDV - 1) / kDV;
+  const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
+  const int max_sk = p.cu_seqlens_k ? p.max_seqlen_k : p.seqlen_k;
+  using Kv = KvCfg<kD, kDV, Elem>;
+  using Q = QCfg<kD, kDV, Elem>;
+  static bool attributes_set = false;  // the dynamic shared-memory limits, once per instance
+  if (!attributes_set) {
+    WICK_CUDA_CHECK(cudaFuncSetAttribute(bwd_kv_kernel<kD, kDV, Elem>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         Kv::kSmem));
+    WICK_CUDA_CHECK(cudaFuncSetAttribute(bwd_q_kernel<kD, kDV, Elem>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         Q::kSmem));
+    attributes_set = true;
+  }
+  const dim3 kv_grid(static_cast<unsigned>((max_sk + Kv::kBlockN - 1) / Kv::kBlockN * chunks), p.num_heads_k, p.batch);
+  bwd_kv_kernel<kD, kDV, Elem><<<kv_grid, kThreads, Kv::kSmem, st>>>(bp, chunks);
+  WICK_CUDA_CHECK(cudaGetLastError());
+  const dim3 q_grid(static_cast<unsigned>((max_sq + Q::kBlockM - 1) / Q::kBlockM * chunks), p.num_heads, p.batch);
+  bwd_q_kernel<kD, kDV, Elem><<<q_grid, kThreads, Q::kSmem, st>>>(bp, chunks);
+  WICK_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace wick::kernels::flash_bwd_mma
+
+// Explicit instances of one head size in both dtypes (kernels/flash_bwd/flash_bwd_hdim<D>.cu).
+#define WICK_FLASH_BWD_INSTANTIATE(D)                                                                  \
+  namespace wick::kernels::flash_bwd_mma {                                                           \
+  template void launch<D, __nv_bfloat16>(const FlashBwdParams&, cudaStream_t);                       \
+  template void launch<D, __half>(const FlashBwdParams&, cudaStream_t);                              \
+  }
