@@ -6,8 +6,9 @@
 // 4e-3 * sum|dX * U| (twice the worst bf16 rounding of every term).
 // On CUDA the gradients come from the backward kernels (kernels/flash_bwd/); each case then
 // also runs the host reference (attention::host_backward) on the same device tensors and
-// compares every element: both compute in f32, so they may differ by the f32 summation
-// order and one rounding of the output dtype.
+// compares every element: the host computes in f32, the kernels round P and dS to the input
+// dtype before the tensor cores use them, so they differ by a rounding of the dtype at the
+// gradient's scale (the finite differences above are the accuracy check).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -74,7 +75,10 @@ void compare_with_host(const Op& op, PlanFn plan_fn, const Tensor& q, const Tens
     for (size_t i = 0; i < g.size(); ++i) {
       const double diff = std::abs(g[i] - h[i]);
       max_diff = std::max(max_diff, diff);
-      bad += !(diff <= rel * std::abs(h[i]) + 1e-3 * max_abs + 1e-6);  // NaN counts as bad
+      // The tensor-core kernels feed P and dS to the matrix units in the input dtype (as
+      // FlashAttention's backward does), so an element also carries a rounding of the dtype
+      // at the gradient's scale: rel * max_abs on top of its own.
+      bad += !(diff <= rel * (std::abs(h[i]) + max_abs) + 1e-6);  // NaN counts as bad
     }
     INFO("max |kernel - host| ", max_diff, ", max |host| ", max_abs);
     CHECK(bad == 0);
