@@ -1,6 +1,6 @@
 # The two commands a newcomer needs:
 #   make test   installs missing Debian packages, configures, builds, runs every test
-#   make demo   same set-up, then runs the demo
+#   make demo   same set-up, then builds only the library and the demo, and runs it
 # BUILD picks the build folder; CMAKE_ARGS passes options (e.g. -DWICK_CUDA=OFF).
 BUILD ?= build
 CMAKE_ARGS ?=
@@ -21,7 +21,10 @@ build: configure
 test: build
 	@cd $(BUILD) && ctest --output-on-failure --verbose
 
-demo: build
+# Only what the demo needs: the library (with CUDA only when a GPU is visible, see
+# CMakeLists.txt) and the demo itself; tests, benchmarks and tools are left unbuilt.
+demo: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target demo
 	@$(BUILD)/examples/demo
 
 clean:
