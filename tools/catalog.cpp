@@ -34,11 +34,21 @@ std::vector<Entry> parse(const std::string& md) {
       cur->message = m[1];
     } else if (line.rfind("- Fix: ", 0) == 0) {
       cur->fix = line.substr(7), in_fix = true;
+    } else if (line.rfind("- Means, trigger, fix: ", 0) == 0) {  // "as A14, for k."
+      cur->fix = line.substr(23), in_fix = true;
     } else if (in_fix && line.rfind("  ", 0) == 0) {
       cur->fix += " " + line.substr(2);
     } else {
       in_fix = false;
     }
+  }
+  // "as A14, for k.": add the referenced entry's fix.
+  const std::regex as_other(R"(^as ([A-Z][0-9]{2})\b.*)");
+  for (Entry& e : out) {
+    std::smatch m;
+    if (!std::regex_match(e.fix, m, as_other)) continue;
+    for (const Entry& other : out)
+      if (other.id == m[1].str() && !other.fix.empty()) e.fix += " (" + other.id + ": " + other.fix + ")";
   }
   return out;
 }
