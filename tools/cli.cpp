@@ -59,6 +59,7 @@ void add_explain(CLI::App& app, Config& c, ExplainOptions& o) {
   e->add_option("--on-cpu", c.on_cpu, "NAME: keep the tensor on the CPU (with --device cuda)")->group(g);
   e->add_option("--unset", c.unset, "seqlens_q | seqlens_k | page_block_size: leave the op's field unset")->group(g);
   e->add_option("--seed", c.seed, "seed of the random q, k, v (default 1)")->group(g);
+  e->add_flag("--zero-qk", c.zero_qk, "q = k = 0: with --probs, only the mask and ALiBi shape the probabilities")->group(g);
   g = "Output";
   e->add_flag("--probs", o.probs, "draw probabilities (random q and k) instead of the mask")->group(g);
   e->add_option("--head", o.head, "query head for --probs (default 0)")->group(g);

@@ -140,6 +140,9 @@ struct Maker {
   }
 };
 
+// A zero tensor with t's shape, dtype and device (contiguous).
+Tensor zeros_like_view(const Tensor& t) { return Tensor::zeros(t.shape(), t.dtype(), t.device()); }
+
 std::vector<int64_t> cumulative(const std::vector<size_t>& lens) {
   std::vector<int64_t> cu{0};
   for (size_t n : lens) cu.push_back(cu.back() + static_cast<int64_t>(n));
@@ -313,6 +316,7 @@ Built build(const Config& cfg) {
     bop.softmax_scale = scale, bop.alibi_slopes = slopes, bop.window_size_left = wl, bop.window_size_right = wr;
     bop.softcap = cfg.softcap;
     b.layout_note = "batched: q, k, v (batch, seqlen, heads, head_size), separate tensors";
+    if (cfg.zero_qk) b.q = zeros_like_view(b.q), b.k = zeros_like_view(b.k);
     return b;
   }
 
@@ -382,6 +386,7 @@ Built build(const Config& cfg) {
     b.v = make.random("v", {total_k, hk, d}, dt);
     b.layout_note = "packed varlen: q (total_q, h, d), k and v (total_k, hk, d), separate tensors";
   }
+  if (cfg.zero_qk) b.q = zeros_like_view(b.q), b.k = zeros_like_view(b.k);
   if (o.unset.count("seqlens_q")) op.seqlens_q = Tensor();
   if (o.unset.count("seqlens_k")) op.seqlens_k = Tensor();
   if (o.unset.count("page_block_size")) op.page_block_size.reset();

@@ -49,6 +49,7 @@ struct Config {
   std::vector<std::string> strided;       // NAME: a view whose last dim has stride 2
   std::vector<std::string> on_cpu;        // NAME: on the CPU while the rest is on --device
   std::vector<std::string> unset;         // seqlens_q | seqlens_k | page_block_size
+  bool zero_qk = false;  // q = k = 0: every logit is 0 before ALiBi, softcap and the mask
   uint64_t seed = 1;
 };
 

@@ -18,13 +18,24 @@ namespace wick::cli {
 
 namespace {
 
-std::string values_of(const Tensor& t, size_t limit = 16) {
+// Integer values, nested by rows for rank 2: "[0, 2, 6]", "[[0, 1], [2, 0]]".
+std::string values_of(const Tensor& t, size_t limit = 24) {
   std::vector<double> v = t.to_f64_vec();
+  const size_t row = t.rank() == 2 ? t.dim(1) : 0;
   std::ostringstream s;
   s << "[";
-  for (size_t i = 0; i < std::min(v.size(), limit); ++i) s << (i ? ", " : "") << static_cast<long long>(v[i]);
+  for (size_t i = 0; i < std::min(v.size(), limit); ++i) {
+    if (row && i % row == 0) s << (i ? "], [" : "[");
+    else if (i) s << ", ";
+    s << static_cast<long long>(v[i]);
+  }
   if (v.size() > limit) s << ", ...";
+  if (row && !v.empty()) s << "]";
   return s.str() + "]";
+}
+
+std::string count(size_t n, const std::string& one, const std::string& many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
 void tensor_line(std::ostream& out, const std::string& name, const Tensor& t, const std::string& note,
@@ -75,9 +86,14 @@ void print_sequences(std::ostream& out, const Built& b) {
   out << "\nsequences (query i of a sequence sits at key position i + seqlen_k - seqlen_q):\n";
   for (size_t s = 0; s + 1 < cu_q.size(); ++s) {
     const long sq = static_cast<long>(cu_q[s + 1] - cu_q[s]), sk = static_cast<long>(cu_k[s + 1] - cu_k[s]);
-    out << "  seq " << s << ": q rows [" << cu_q[s] << ", " << cu_q[s + 1] << ") = " << sq << " queries; ";
-    if (b.paged) out << sk << " keys in blocks " << values_of(Tensor::from_vec(std::vector<int32_t>(b.table[s].begin(), b.table[s].begin() + std::min(b.table_used[s], b.table[s].size())), {std::min(b.table_used[s], b.table[s].size())}, Device::cpu()));
-    else out << "k rows [" << cu_k[s] << ", " << cu_k[s + 1] << ") = " << sk << " keys";
+    out << "  seq " << s << ": q rows [" << cu_q[s] << ", " << cu_q[s + 1] << ") = " << count(sq, "query", "queries") << "; ";
+    if (b.paged) {
+      out << count(sk, "key", "keys") << " in blocks [";
+      for (size_t c = 0; c < std::min(b.table_used[s], b.table[s].size()); ++c) out << (c ? ", " : "") << b.table[s][c];
+      out << "]";
+    } else {
+      out << "k rows [" << cu_k[s] << ", " << cu_k[s + 1] << ") = " << count(sk, "key", "keys");
+    }
     out << "; first query at position " << (sk - sq) << "\n";
   }
 }
@@ -196,7 +212,7 @@ int explain_varlen(const Config& cfg, const ExplainOptions& opt, const Built& b,
                             : "masks (from the operator: q = k = 0, v = one-hot, so out = P; '#' = the query sees the key):")
       << "\n";
   for (size_t s = 0; s < shown.size(); ++s) {
-    out << "  seq " << s << ": " << shown[s].rows << " queries x " << shown[s].cols << " keys\n";
+    out << "  seq " << s << ": " << count(shown[s].rows, "query", "queries") << " x " << count(shown[s].cols, "key", "keys") << "\n";
     print_mask(out, shown[s], opt.max_cols, opt.probs);
   }
 

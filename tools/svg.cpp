@@ -79,7 +79,7 @@ std::string shade_of(float x) {
 std::string mask(const Probs& p, const std::string& title, bool shade, size_t first_query_pos) {
   const double cell = std::clamp(480.0 / std::max<size_t>(1, std::max(p.cols, p.rows)), 4.0, 22.0);
   const double left = 92, top = 52;
-  Doc doc(left + p.cols * cell + 20, top + p.rows * cell + 40);
+  Doc doc(std::max(left + p.cols * cell + 20, 440.0), top + p.rows * cell + 40);
   doc.text(8, 18, title, 13, "start", "font-weight=\"bold\"");
   doc.text(left, 38, shade ? "keys \u2192 (shade: probability)" : "keys \u2192 (filled: the query sees the key)", 10);
   float row_max = 0;
@@ -138,7 +138,7 @@ std::string pages(const std::vector<size_t>& len_k, const std::vector<std::vecto
   const double cw = 7, ch = 16, left = 70, top = 44;
   const size_t cols = table.empty() ? 0 : table[0].size();
   const double table_left = left + shown_rows * cw + 60, tcw = 34;
-  Doc doc(table_left + 70 + cols * tcw + 20, top + std::max(num_blocks, table.size() + 2) * (ch + 2) + 50);
+  Doc doc(table_left + std::max(70 + cols * tcw + 20, 260.0), top + std::max(num_blocks, table.size() + 2) * (ch + 2) + 50);
   doc.text(8, 18, "the block pool: " + std::to_string(num_blocks) + " blocks x " + std::to_string(page) + " rows",
            12, "start", "font-weight=\"bold\"");
   doc.text(left, 34, rows_per_cell > 1 ? "one cell = " + std::to_string(rows_per_cell) + " rows" : "one cell = one row (token)", 10);
@@ -183,7 +183,7 @@ std::string pages(const std::vector<size_t>& len_k, const std::vector<std::vecto
 std::string heads(size_t num_heads, size_t num_heads_k) {
   const double w = 44, gap = 8, left = 90;
   const size_t group = num_heads_k ? num_heads / num_heads_k : 0;
-  Doc doc(left + num_heads * (w + gap) + 20, 150);
+  Doc doc(std::max(left + num_heads * (w + gap) + 20, 480.0), 150);
   doc.text(8, 18, std::to_string(num_heads) + " query heads, " + std::to_string(num_heads_k) +
                       " kv heads: query head h reads kv head h / " + std::to_string(group),
            12, "start", "font-weight=\"bold\"");
