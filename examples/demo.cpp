@@ -170,11 +170,11 @@ void step_compare(Tour& t) {
               "position. out %s, %s on %s.\n",
               to_string(q.shape()).c_str(), kHeads, kHeadsK, kHeads / kHeadsK,
               to_string(out_paged.shape()).c_str(), dtype_name(out_paged.dtype()), to_string(t.dev).c_str());
-  std::printf("  paged flash   (cache blocks + block_table)   vs packed flash: max |diff| = %.2e\n",
+  std::printf("  max |paged - packed|     = %.2e  (the same keys, through the block table or packed)\n",
               max_abs_diff(out_paged, out_packed));
-  std::printf("  paged flash   vs reference (gather, matmul, mask, softmax, matmul): %.2e\n",
+  std::printf("  max |paged - reference|  = %.2e  (reference: gather, matmul, mask, softmax, matmul)\n",
               max_abs_diff(out_paged, out_ref));
-  std::printf("  packed flash  vs reference: %.2e  (bf16 output: one ulp near 1 is 7.8e-03)\n\n",
+  std::printf("  max |packed - reference| = %.2e  (bf16 output: one ulp near 1 is 7.8e-03)\n\n",
               max_abs_diff(out_packed, out_ref));
 }
 
@@ -314,7 +314,7 @@ int main() {
 #ifdef WICK_WITH_CUDA
     const char* why = Device::cuda_available() ? "" : " (this build has CUDA, but no GPU is visible)";
 #else
-    const char* why = " (this build has no CUDA: configure with -DWICK_CUDA=ON on a GPU machine)";
+    const char* why = " (a CPU-only build: no GPU was visible when it was configured)";
 #endif
     std::printf("wick demo: varlen, paged attention on %s%s\n"
                 "%zu query heads, %zu kv heads, head size %zu, %s\n\n",
