@@ -145,8 +145,7 @@ FlashAttnVarLen chunk_op(const Tour& t) {
   std::vector<uint32_t> cu_q = cumulative(kQueryLens);
   op.seqlens_q = Tensor::from_vec(cu_q, {cu_q.size()}, t.dev);
   op.max_seqlen_q = *std::max_element(kQueryLens.begin(), kQueryLens.end());
-  op.softmax_scale = 1.0f / std::sqrt(static_cast<float>(kDim));
-  op.window_size_right = 0;  // causal
+  op.causal = true;  // softmax_scale left unset: 1/sqrt(head_size)
   return op;
 }
 
@@ -234,8 +233,7 @@ void step_decode(Tour& t) {
     t.cache.bind(op, t.ids);
     op.seqlens_q = Tensor::from_vec(cu_q, {cu_q.size()}, t.dev);
     op.max_seqlen_q = 1;
-    op.softmax_scale = 1.0f / std::sqrt(static_cast<float>(kDim));
-    op.window_size_right = 0;
+    op.causal = true;
     Tensor q = Tensor::randn({t.ids.size(), kHeads, kDim}, kDType, t.dev, 3000 + s);
     Tensor out = op.forward(q, t.cache.k(), t.cache.v());
     std::printf("  step %d: seqlens_k %s, %zu blocks free, max |paged - reference| = %.2e\n", s,

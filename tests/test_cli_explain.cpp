@@ -115,6 +115,9 @@ const std::vector<Case>& cases() {
       {"W11", "--page 32 --num-blocks 5 --block-table '0;7'",
        "flash-attn-varlen: block_table[1][0] = 7 is outside [0, 5) (k has 5 blocks)"},
       {"W12", "--unset seqlens_q", "flash-attn-varlen: seqlens_q is an empty (default-constructed) tensor"},
+      {"W13", "--causal --window-right 3",
+       "flash-attn-varlen: causal is set together with window_size_right = 3; causal means window_size_right = 0, so "
+       "set one or the other"},
       {"P01", "--cache --page 16", "PagedKvCache: page_block_size must be a positive multiple of 32 (got 16)"},
       {"P02", "--cache --page 32 --num-blocks 0", "PagedKvCache: num_blocks must be in [1, 2^31) (got 0)"},
       {"P03", "--cache --page 32 --head-dim 0", "PagedKvCache: num_heads_k and head_size must be positive (got 2 and 0)"},

@@ -4,6 +4,7 @@
 #include <iomanip>
 
 #include "io/npy.h"
+#include "ops/attention/reference.h"
 #include "tools/catalog.h"
 #include "tools/commands.h"
 
@@ -45,15 +46,12 @@ int attn(const AttnOptions& opt, std::ostream& os) {
     Tensor q = load_npy(opt.q, dev), k = load_npy(opt.k, dev), v = load_npy(opt.v, dev);
     os << "q " << to_string(q.shape()) << " " << dtype_name(q.dtype()) << ", k " << to_string(k.shape()) << ", v "
        << to_string(v.shape()) << " on " << to_string(dev) << "\n";
-    const size_t d = q.rank() ? q.dim(q.rank() - 1) : 1;
-    const float scale = opt.scale.value_or(1.0f / std::sqrt(static_cast<float>(std::max<size_t>(1, d))));
-    std::optional<size_t> wr = opt.window_right;
-    if (opt.causal && !wr) wr = 0;
     Tensor out, lse;
     int status = 0;
     if (opt.seqlens_q.empty() && opt.seqlens_k.empty()) {
       FlashAttn op;
-      op.softmax_scale = scale, op.window_size_left = opt.window_left, op.window_size_right = wr, op.softcap = opt.softcap;
+      op.softmax_scale = opt.scale, op.window_size_left = opt.window_left, op.window_size_right = opt.window_right;
+      op.softcap = opt.softcap, op.causal = opt.causal;
       std::tie(out, lse) = op.forward_with_lse(q, k, v);
       if (opt.check) status = check(op, q, k, v, out, os);
     } else {
@@ -63,7 +61,8 @@ int attn(const AttnOptions& opt, std::ostream& os) {
       op.seqlens_q = cumulative(lq, dev), op.seqlens_k = cumulative(lk, dev);
       op.max_seqlen_q = lq.empty() ? 0 : *std::max_element(lq.begin(), lq.end());
       op.max_seqlen_k = lk.empty() ? 0 : *std::max_element(lk.begin(), lk.end());
-      op.softmax_scale = scale, op.window_size_left = opt.window_left, op.window_size_right = wr, op.softcap = opt.softcap;
+      op.softmax_scale = opt.scale, op.window_size_left = opt.window_left, op.window_size_right = opt.window_right;
+      op.softcap = opt.softcap, op.causal = opt.causal;
       if (!opt.block_table.empty()) {
         op.block_table = load_npy(opt.block_table, dev);
         op.page_block_size = opt.page_block_size.value_or(k.rank() == 4 ? k.dim(1) : 0);

@@ -293,9 +293,8 @@ Built build(const Config& cfg) {
   const size_t total_q = cfg.total_q.value_or(last(cu_q)), total_k = cfg.total_k.value_or(last(cu_k));
   auto longest = [](const std::vector<size_t>& v) { return v.empty() ? size_t{0} : *std::max_element(v.begin(), v.end()); };
 
-  std::optional<size_t> wl = cfg.window_left, wr = cfg.window_right;
-  if (cfg.causal && !wr) wr = 0;
-  const float scale = cfg.scale.value_or(1.0f / std::sqrt(static_cast<float>(std::max<size_t>(1, d))));
+  const std::optional<size_t> wl = cfg.window_left, wr = cfg.window_right;
+  const std::optional<float> scale = cfg.scale;  // unset: the op's default, 1/sqrt(head_size)
   std::optional<Tensor> slopes;
   if (cfg.alibi || !cfg.alibi_slopes.empty()) {
     std::vector<double> s(cfg.alibi_slopes.begin(), cfg.alibi_slopes.end());
@@ -314,7 +313,7 @@ Built build(const Config& cfg) {
     b.v = make.random("v", {batch, sk, hk, d}, dt);
     FlashAttn& bop = b.batched_op;
     bop.softmax_scale = scale, bop.alibi_slopes = slopes, bop.window_size_left = wl, bop.window_size_right = wr;
-    bop.softcap = cfg.softcap;
+    bop.softcap = cfg.softcap, bop.causal = cfg.causal;
     b.layout_note = "batched: q, k, v (batch, seqlen, heads, head_size), separate tensors";
     if (cfg.zero_qk) b.q = zeros_like_view(b.q), b.k = zeros_like_view(b.k);
     return b;
@@ -322,7 +321,7 @@ Built build(const Config& cfg) {
 
   FlashAttnVarLen& op = b.op;
   op.softmax_scale = scale, op.alibi_slopes = slopes, op.window_size_left = wl, op.window_size_right = wr;
-  op.softcap = cfg.softcap;
+  op.softcap = cfg.softcap, op.causal = cfg.causal;
   op.seqlens_q = make("seqlens_q", {cu_q.size()}, DType::U32, as_doubles(cu_q));
   op.seqlens_k = make("seqlens_k", {cu_k.size()}, DType::U32, as_doubles(cu_k));
   op.max_seqlen_q = cfg.max_seqlen_q.value_or(longest(b.len_q));

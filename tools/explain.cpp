@@ -7,6 +7,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "ops/attention/reference.h"
 #include "ops/ops.h"
 #include "tools/catalog.h"
 #include "tools/commands.h"
@@ -73,7 +74,8 @@ void print_tensors(std::ostream& out, const Built& b) {
   if (op.mm_prefix_ranges) tensor_line(out, "mm_prefix_ranges", *op.mm_prefix_ranges, "(batch, max_ranges, 2)");
   if (op.alibi_slopes) tensor_line(out, "alibi_slopes", *op.alibi_slopes, "(num_heads) f32");
   out << "  max_seqlen_q " << op.max_seqlen_q << ", max_seqlen_k " << op.max_seqlen_k << ", softmax_scale "
-      << op.softmax_scale;
+      << (op.softmax_scale ? std::to_string(*op.softmax_scale) : std::string("(default 1/sqrt(head_size))"));
+  if (op.causal) out << ", causal";
   if (b.paged) out << ", page_block_size " << (op.page_block_size ? std::to_string(*op.page_block_size) : "(not set)");
   auto opt = [](const std::optional<size_t>& w) { return w ? std::to_string(*w) : std::string("None"); };
   out << ", window (" << opt(op.window_size_left) << ", " << opt(op.window_size_right) << ")";
@@ -253,8 +255,10 @@ int explain_batched(const Built& b, std::ostream& out) {
   v.seqlens_k = Tensor::from_vec<uint32_t>({0, static_cast<uint32_t>(sk)}, {2}, Device::cpu());
   v.max_seqlen_q = sq, v.max_seqlen_k = sk;
   v.window_size_left = b.batched_op.window_size_left, v.window_size_right = b.batched_op.window_size_right;
+  v.causal = b.batched_op.causal;
   out << "\nmask (every sequence of the batch):\n";
   print_mask(out, mask(v).at(0), 64, false);
+  print_plan(out, b);
   Tensor ref = attention_reference(b.batched_op, b.q, b.k, b.v);
   out << "\nresult: out " << to_string(o.shape()) << ", lse " << to_string(lse.shape())
       << "; max |out - attention_reference| = " << std::scientific << std::setprecision(2) << max_abs_diff(o, ref)

@@ -78,6 +78,7 @@ std::vector<Probs> mask(const FlashAttnVarLen& op) {
   probe.seqlens_q = op.seqlens_q.to_device(Device::cpu()).contiguous();
   probe.seqlens_k = op.seqlens_k.to_device(Device::cpu()).contiguous();
   probe.window_size_left = op.window_size_left, probe.window_size_right = op.window_size_right;
+  probe.causal = op.causal;
   if (op.mm_prefix_ranges) probe.mm_prefix_ranges = op.mm_prefix_ranges->to_device(Device::cpu()).contiguous();
   const size_t total_q = static_cast<size_t>(cu_q.back());
   Tensor k;
