@@ -20,6 +20,7 @@
 #include "devices.h"
 #include "errors_catalog.h"
 #include "io/npy.h"
+#include "seed.h"
 #include "tensor/tensor.h"
 
 using namespace wick;
@@ -135,8 +136,7 @@ TEST_CASE("npy: wick writes numpy's C-order files back byte for byte") {
 }
 
 TEST_CASE("npy: every DType round-trips from any layout on every device") {
-  const uint64_t seed = 20240611;
-  MESSAGE("seed ", seed);
+  const uint64_t seed = test::seed(20240611);  // WICK_TEST_SEED moves it
   for (Device dev : test::test_devices()) {
     DEVICE_CONTEXT(dev);
     for (DType dt : {DType::U8, DType::U32, DType::I16, DType::I32, DType::I64, DType::BF16, DType::F16,
