@@ -17,6 +17,9 @@
 #include <sys/wait.h>
 
 #include "errors_catalog.h"
+#include "io/npy.h"
+#include "ops/attention/flash_attn.h"
+#include "seed.h"
 #include "tensor/device.h"
 
 #ifdef WICK_CLI_PATH
@@ -213,6 +216,32 @@ TEST_CASE("wick explain --svg writes the drawings") {
     CHECK(text.find("</svg>") != std::string::npos);
     std::filesystem::remove(prefix + part);
   }
+}
+
+TEST_CASE("wick attn: .npy in, .npy out, the operator's result") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "wick_test_attn";
+  fs::create_directories(dir);
+  const uint64_t seed = wick::test::seed(41);
+  wick::Tensor q = wick::Tensor::randn({7, 4, 16}, wick::DType::BF16, wick::Device::cpu(), seed);
+  wick::Tensor k = wick::Tensor::randn({12, 2, 16}, wick::DType::BF16, wick::Device::cpu(), seed + 1);
+  wick::Tensor v = wick::Tensor::randn({12, 2, 16}, wick::DType::BF16, wick::Device::cpu(), seed + 2);
+  for (auto [name, t] : {std::pair{"q", q}, std::pair{"k", k}, std::pair{"v", v}})
+    wick::save_npy((dir / (std::string(name) + ".npy")).string(), t);
+  const Run r = run_wick("attn -q " + (dir / "q.npy").string() + " -k " + (dir / "k.npy").string() + " -v " +
+                         (dir / "v.npy").string() + " --seqlens-q 3,4 --seqlens-k 5,7 --causal --check -o " +
+                         (dir / "out.npy").string() + " --lse " + (dir / "lse.npy").string());
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find(": ok\n") != std::string::npos);
+  wick::FlashAttnVarLen op;
+  op.seqlens_q = wick::Tensor::from_vec<uint32_t>({0, 3, 7}, {3}, wick::Device::cpu());
+  op.seqlens_k = wick::Tensor::from_vec<uint32_t>({0, 5, 12}, {3}, wick::Device::cpu());
+  op.max_seqlen_q = 4, op.max_seqlen_k = 7, op.causal = true;
+  auto [out, lse] = op.forward_with_lse(q, k, v);
+  CHECK(wick::load_npy((dir / "out.npy").string()).to_f64_vec() == out.to_f64_vec());
+  CHECK(wick::load_npy((dir / "lse.npy").string()).to_f64_vec() == lse.to_f64_vec());
+  fs::remove_all(dir);
 }
 
 TEST_CASE("wick: every command has --help") {
