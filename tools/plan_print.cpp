@@ -66,7 +66,7 @@ void print_sequences(std::ostream& out, const FlashFwdParams& p) {
       continue;
     }
     const int64_t first = attn::key_position(s, 0), last = attn::key_position(s, s.sq - 1);
-    const attn::KeyRange r = attn::visible_keys_of_rows(p, b, first, last, s.sk);
+    const attn::KeyRange r = attn::visible_keys_of_rows<int64_t>(p, b, first, last, s.sk);
     out << "; query positions " << first << ".." << last << "; keys any row may see: ";
     if (r.empty()) out << "none\n";
     else out << "[" << r.begin << ", " << r.end << ")" << (r.end - r.begin < s.sk ? " (the rest are skipped)" : "") << "\n";
