@@ -60,7 +60,8 @@ void print_sequences(std::ostream& out, const FlashFwdParams& p) {
   out << "  per sequence (contract.h: seq_bounds, key_position, visible_keys_of_rows):\n";
   for (int b = 0; b < p.batch; ++b) {
     const attn::SeqBounds s = attn::seq_bounds(p, b);
-    out << "    seq " << b << ": " << s.sq << " query rows from row " << s.q_start << ", " << s.sk << " keys";
+    out << "    seq " << b << ": " << s.sq << (s.sq == 1 ? " query row" : " query rows") << " from row " << s.q_start
+        << ", " << s.sk << (s.sk == 1 ? " key" : " keys");
     if (s.sq == 0) {
       out << "\n";
       continue;
