@@ -37,18 +37,19 @@ SpiralData make_spirals(size_t points_per_class, double noise, DType dtype, Devi
   std::mt19937_64 gen(seed);
   std::normal_distribution<double> jitter(0.0, noise);
   const size_t n = 2 * points_per_class;
-  std::vector<double> xy(n * 2), onehot(n * 2, 0.0);
+  std::vector<double> xy(n * 2);
   std::vector<int> labels(n);
+  std::vector<int64_t> targets(n);
   for (size_t i = 0; i < n; ++i) {
     const int label = static_cast<int>(i % 2);
     const double t = (static_cast<double>(i / 2) + 1) / static_cast<double>(points_per_class);
     const double angle = kTurns * t + label * kPi;
     xy[2 * i] = t * std::cos(angle) + jitter(gen);
     xy[2 * i + 1] = t * std::sin(angle) + jitter(gen);
-    onehot[2 * i + label] = 1.0;
     labels[i] = label;
+    targets[i] = label;
   }
-  return {from_f64(xy, {n, 2}, dtype, device), from_f64(onehot, {n, 2}, dtype, device), labels};
+  return {from_f64(xy, {n, 2}, dtype, device), Tensor::from_vec(targets, {n}, device), labels};
 }
 
 Mlp make_mlp(size_t hidden, DType dtype, Device device, uint64_t seed) {
@@ -68,11 +69,6 @@ Tensor Mlp::forward(const Tensor& x) const {
   return add(matmul(h, w3), b3);  // (n, 2)
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& onehot) {
-  Tensor per_row = sum(mul(log_softmax(logits), onehot), {1});  // (n): log p(label)
-  return neg(mean_all(per_row));
-}
-
 TrainResult train_spirals(const TrainConfig& c, const std::function<void(size_t, double)>& on_log) {
   SpiralData data = make_spirals(c.points_per_class, c.noise, c.dtype, c.device, c.seed);
   Mlp model = make_mlp(c.hidden, c.dtype, c.device, c.seed + 100);
@@ -83,7 +79,7 @@ TrainResult train_spirals(const TrainConfig& c, const std::function<void(size_t,
 
   TrainResult result;
   for (size_t step = 0; step < c.steps; ++step) {
-    Tensor loss = cross_entropy(model.forward(data.x), data.onehot);
+    Tensor loss = cross_entropy(model.forward(data.x), data.targets);
     const double value = loss.item();
     if (step == 0) result.first_loss = value;
     result.final_loss = value;

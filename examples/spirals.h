@@ -13,7 +13,7 @@ namespace wick::examples {
 
 struct SpiralData {
   Tensor x;       // (2 * points_per_class, 2) point coordinates, roughly in [-1, 1]
-  Tensor onehot;  // (2 * points_per_class, 2) class indicator: 1 in the label's column, else 0
+  Tensor targets;  // (2 * points_per_class) I64 class of each row, 0 or 1
   std::vector<int> labels;  // 0 or 1 per row of x
 };
 
@@ -34,8 +34,6 @@ struct Mlp {
 // Weights ~ N(0, 1 / fan_in), biases 0; every parameter a leaf that requires grad.
 Mlp make_mlp(size_t hidden, DType dtype, Device device, uint64_t seed);
 
-// Mean cross-entropy of logits (n, 2) against onehot (n, 2): -mean_i sum_c onehot_ic log_softmax_ic.
-Tensor cross_entropy(const Tensor& logits, const Tensor& onehot);
 
 struct TrainConfig {
   Device device = Device::cpu();
@@ -56,7 +54,8 @@ struct TrainResult {
   double accuracy = 0;    // fraction of training points classified correctly after training
 };
 
-// Full-batch AdamW on the spirals; on_log(step, loss) as it goes.
+// Full-batch AdamW on the spirals, minimising cross_entropy(logits, targets); on_log(step, loss)
+// as it goes.
 TrainResult train_spirals(const TrainConfig& config,
                           const std::function<void(size_t step, double loss)>& on_log = {});
 

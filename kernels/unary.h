@@ -17,6 +17,12 @@ enum class UnaryOp : int {
   Step,      // 1 where x > 0 else 0 (relu's derivative)
   Affine,    // x * a + b
   Powf,      // x ^ a
+  Sin, Cos, Abs,
+  Sign,         // 1 for x > 0, -1 for x < 0, 0 for 0 (abs's derivative)
+  GeluErf,      // exact GELU, 0.5 x (1 + erf(x / sqrt 2))
+  GeluErfGrad,  // d gelu_erf / dx
+  Clamp,        // min(max(x, a), b); NaN stays NaN
+  InRange,      // 1 where a <= x <= b else 0 (clamp's derivative)
 };
 
 // x: n elements read through xv; out: n contiguous elements of the same type.

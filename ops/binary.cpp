@@ -72,8 +72,6 @@ Tensor binary_fwd(const char* name, Op op, const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor zeros_like(const Tensor& t) { return Tensor::zeros(t.shape(), t.dtype(), t.device()); }
-
 // maximum and minimum: forward `op`; backward routes g to lhs where lhs_wins(a, b) (ge for
 // maximum, le for minimum, so ties go to lhs) and to rhs elsewhere.
 Tensor extremum(const char* name, BinaryOp op, Tensor (*lhs_wins)(const Tensor&, const Tensor&), const Tensor& a,
@@ -176,6 +174,22 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     Tensor z = zeros_like(g);
     return Grads{Tensor(), sum_to(where(cd, g, z), sa), sum_to(where(cd, z, g), sb)};
   });
+}
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  check_defined("allclose", a, "lhs");
+  check_defined("allclose", b, "rhs");
+  check_same_device("allclose", a, b);
+  broadcast_shape("allclose", a.shape(), b.shape());
+  autograd::NoGradGuard no_grad;
+  Tensor x = cast(a, DType::F64), y = cast(b, DType::F64);
+  // |x - y| <= atol + rtol |y| between finite values (x - x is 0 only for those), or equal
+  // (which covers equal infinities). U8 0/1 values: minimum is "and", maximum is "or".
+  Tensor zero = Tensor::zeros(Shape{}, DType::F64, x.device());
+  Tensor finite = minimum(eq(sub(x, x), zero), eq(sub(y, y), zero));
+  Tensor close = minimum(le(abs(sub(x, y)), affine(abs(y), rtol, atol)), finite);
+  Tensor ok = maximum(close, eq(x, y));
+  return ok.elem_count() == 0 || min(ok.reshape({-1}), {0}).item() != 0;
 }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

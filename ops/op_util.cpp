@@ -56,9 +56,8 @@ Shape broadcast_shape(const std::string& op, const Shape& a, const Shape& b) {
   return Shape(out);
 }
 
-void check_dim(const std::string& op, const Tensor& x, size_t dim) {
-  if (dim >= x.rank())
-    throw Error(dim_out_of_range(op, dim, x.shape(), x.rank()));
+size_t check_dim(const std::string& op, const Tensor& x, int64_t dim) {
+  return resolve_dim(op, dim, x.shape(), x.rank());
 }
 
 void require_float(const std::string& op, const Tensor& x) {
@@ -80,16 +79,40 @@ kernels::StridedView kview(const std::string& op, const Layout& l) {
   return v;
 }
 
-std::vector<size_t> check_dims(const std::string& op, const Tensor& x, const std::vector<size_t>& dims) {
-  std::vector<size_t> s = dims;
-  std::sort(s.begin(), s.end());
-  for (size_t i = 0; i < s.size(); ++i) {
-    check_dim(op, x, s[i]);
-    if (i > 0 && s[i] == s[i - 1])
-      throw Error(op + ": dim " + std::to_string(s[i]) + " appears twice in " + to_string(dims) +
+std::vector<size_t> check_dims(const std::string& op, const Tensor& x, const DimList& dims) {
+  // In ascending order of the values as given, so the first fault found is the same whatever
+  // order the list was written in.
+  std::vector<int64_t> given = dims.values();
+  std::sort(given.begin(), given.end());
+  std::vector<size_t> out;
+  for (int64_t d : given) {
+    const size_t r = check_dim(op, x, d);
+    if (std::find(out.begin(), out.end(), r) != out.end())
+      throw Error(op + ": dim " + std::to_string(r) + " appears twice in " + to_string(dims.values()) +
                   " for shape " + to_string(x.shape()));
+    out.push_back(r);
   }
-  return s;
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void check_index_dtype(const std::string& op, const Tensor& idx) {
+  const DType dt = idx.dtype();
+  if (dt != DType::U32 && dt != DType::I32 && dt != DType::I64)
+    throw Error(op + ": indices must be U32, I32 or I64, got " + dtype_name(dt));
+}
+
+HostIndices host_indices(const Tensor& idx) {
+  HostIndices h;
+  h.i64 = cast(idx.detach(), DType::I64).contiguous();
+  h.size = h.i64.elem_count();
+  if (h.i64.device().is_cpu()) {
+    h.values = cpu_base<int64_t>(h.i64) + h.i64.layout().start_offset();
+  } else {
+    h.copy = h.i64.to_vec<int64_t>();
+    h.values = h.copy.data();
+  }
+  return h;
 }
 
 }  // namespace wick::ops_detail

@@ -44,8 +44,9 @@ void check_pair(const std::string& op, const Tensor& lhs, const Tensor& rhs, con
 [[noreturn]] void throw_shape_mismatch(const std::string& op, const Shape& lhs, const Shape& rhs);
 // numpy broadcasting of two shapes, or throw_shape_mismatch(op, a, b).
 Shape broadcast_shape(const std::string& op, const Shape& a, const Shape& b);
-// "softmax: dim 3 out of range for shape [2, 3]"
-void check_dim(const std::string& op, const Tensor& x, size_t dim);
+// dim resolved against x's rank (negative counts from the end), or L01's text under op's name:
+// "softmax: dim 3 out of range for shape [2, 3] (rank 2, valid dims -2..=1)"
+size_t check_dim(const std::string& op, const Tensor& x, int64_t dim);
 // Throws unsupported(op, ...) unless x has a float dtype.
 void require_float(const std::string& op, const Tensor& x);
 
@@ -69,7 +70,27 @@ template <class T> T* cpu_base_mut(const Tensor& t) { return static_cast<T*>(t.s
 kernels::StridedView kview(const std::string& op, const Layout& l);
 inline kernels::ElemType ktype(DType dt) { return static_cast<kernels::ElemType>(static_cast<int>(dt)); }
 
-// Normalises a dim list: each < rank, no repeats; returns it sorted.
-std::vector<size_t> check_dims(const std::string& op, const Tensor& x, const std::vector<size_t>& dims);
+// Normalises a dim list: each in [-rank, rank), no repeats once resolved; returns it resolved
+// and sorted.
+std::vector<size_t> check_dims(const std::string& op, const Tensor& x, const DimList& dims);
 
+// Index tensors (index_select, embedding, gather, scatter_add, one_hot): U32, I32 or I64, else
+// "{op}: indices must be U32, I32 or I64, got F32".
+void check_index_dtype(const std::string& op, const Tensor& idx);
+// idx as a contiguous I64 tensor on its device, and its values on the host (read in place
+// for CPU tensors; one copy, which waits for the device, for CUDA tensors).
+struct HostIndices {
+  Tensor i64;                 // contiguous I64 on idx's device
+  std::vector<int64_t> copy;  // filled for CUDA indices only
+  const int64_t* values = nullptr;  // idx.elem_count() values on the host
+  size_t size = 0;
+};
+HostIndices host_indices(const Tensor& idx);
+
+}  // namespace wick::ops_detail
+
+namespace wick::ops_detail {
+// gather along dim with idx already a checked contiguous I64 tensor of x's rank (ops/gather.cpp);
+// recorded for autograd like gather.
+Tensor gather_checked(const Tensor& x, size_t dim, const Tensor& idx);
 }  // namespace wick::ops_detail

@@ -92,7 +92,7 @@ Tensor reduce_fwd(const char* name, ReduceOp op, const Tensor& x, const std::vec
 }
 
 // max and min share their backward: g goes to the elements equal to the result.
-Tensor extreme(const char* name, ReduceOp op, const Tensor& x, const std::vector<size_t>& dims, bool keepdim) {
+Tensor extreme(const char* name, ReduceOp op, const Tensor& x, const DimList& dims, bool keepdim) {
   check_defined(name, x);
   std::vector<size_t> rd = check_dims(name, x, dims);
   Tensor out = reduce_fwd(name, op, x, rd, keepdim);
@@ -113,7 +113,7 @@ std::vector<size_t> all_dims(const Tensor& x) {
 
 }  // namespace
 
-Tensor sum(const Tensor& x, const std::vector<size_t>& dims, bool keepdim) {
+Tensor sum(const Tensor& x, const DimList& dims, bool keepdim) {
   check_defined("sum", x);
   std::vector<size_t> rd = check_dims("sum", x, dims);
   Shape xs = x.shape();
@@ -121,7 +121,7 @@ Tensor sum(const Tensor& x, const std::vector<size_t>& dims, bool keepdim) {
                           [xs, rd, keepdim](const Tensor& g) { return Grads{expand_back(g, xs, rd, keepdim)}; });
 }
 
-Tensor mean(const Tensor& x, const std::vector<size_t>& dims, bool keepdim) {
+Tensor mean(const Tensor& x, const DimList& dims, bool keepdim) {
   check_defined("mean", x);
   require_float("mean", x);
   std::vector<size_t> rd = check_dims("mean", x, dims);
@@ -139,11 +139,11 @@ Tensor mean(const Tensor& x, const std::vector<size_t>& dims, bool keepdim) {
   });
 }
 
-Tensor max(const Tensor& x, const std::vector<size_t>& dims, bool keepdim) {
+Tensor max(const Tensor& x, const DimList& dims, bool keepdim) {
   return extreme("max", ReduceOp::Max, x, dims, keepdim);
 }
 
-Tensor min(const Tensor& x, const std::vector<size_t>& dims, bool keepdim) {
+Tensor min(const Tensor& x, const DimList& dims, bool keepdim) {
   return extreme("min", ReduceOp::Min, x, dims, keepdim);
 }
 
@@ -157,16 +157,14 @@ Tensor mean_all(const Tensor& x) {
   return mean(x, all_dims(x), false);
 }
 
-Tensor argmax(const Tensor& x, size_t dim, bool keepdim) {
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
   check_defined("argmax", x);
-  check_dim("argmax", x, dim);
-  return reduce_fwd("argmax", ReduceOp::ArgMax, x, {dim}, keepdim);
+  return reduce_fwd("argmax", ReduceOp::ArgMax, x, {check_dim("argmax", x, dim)}, keepdim);
 }
 
-Tensor argmin(const Tensor& x, size_t dim, bool keepdim) {
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
   check_defined("argmin", x);
-  check_dim("argmin", x, dim);
-  return reduce_fwd("argmin", ReduceOp::ArgMin, x, {dim}, keepdim);
+  return reduce_fwd("argmin", ReduceOp::ArgMin, x, {check_dim("argmin", x, dim)}, keepdim);
 }
 
 Tensor sum_to(const Tensor& grad, const Shape& shape) {

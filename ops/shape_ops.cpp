@@ -92,11 +92,11 @@ void index_add(const Tensor& dst, const Tensor& idx, const Tensor& src, const Sp
 
 }  // namespace
 
-Tensor cat(const std::vector<Tensor>& ts, size_t dim) {
+Tensor cat(const std::vector<Tensor>& ts, int64_t dim_arg) {
   if (ts.empty()) throw Error("cat: empty list of tensors");
   const Tensor& first = ts[0];
   check_defined("cat", first, "tensor 1");
-  check_dim("cat", first, dim);
+  const size_t dim = check_dim("cat", first, dim_arg);
   size_t total = 0;
   for (size_t i = 0; i < ts.size(); ++i) {
     check_pair("cat", first, ts[i], "tensor 1", "tensor " + std::to_string(i + 1));
@@ -130,9 +130,9 @@ namespace {
 
 // index_select under the name of the op the caller called (index_select or embedding), so
 // every message names that op.
-Tensor gather(const char* name, const Tensor& x, const Tensor& indices, size_t dim) {
+Tensor select_rows(const char* name, const Tensor& x, const Tensor& indices, int64_t dim_arg) {
   check_same_device(name, x, indices);
-  check_dim(name, x, dim);
+  const size_t dim = check_dim(name, x, dim_arg);
   if (indices.rank() != 1)
     throw Error(std::string(name) + ": indices must have rank 1, got shape " + to_string(indices.shape()));
   Tensor idx = checked_indices(name, indices, x.dim(dim), dim, x.shape());
@@ -186,10 +186,10 @@ Tensor gather(const char* name, const Tensor& x, const Tensor& indices, size_t d
 
 }  // namespace
 
-Tensor index_select(const Tensor& x, const Tensor& indices, size_t dim) {
+Tensor index_select(const Tensor& x, const Tensor& indices, int64_t dim) {
   check_defined("index_select", x, "x");
   check_defined("index_select", indices, "indices");
-  return gather("index_select", x, indices, dim);
+  return select_rows("index_select", x, indices, dim);
 }
 
 Tensor embedding(const Tensor& ids, const Tensor& table) {
@@ -201,7 +201,7 @@ Tensor embedding(const Tensor& ids, const Tensor& table) {
   Tensor flat = ids.contiguous().reshape(Shape{ids.elem_count()});
   std::vector<size_t> od = ids.dims();
   od.push_back(table.dim(1));
-  return gather("embedding", table, flat, 0).reshape(Shape(od));
+  return select_rows("embedding", table, flat, 0).reshape(Shape(od));
 }
 
 }  // namespace wick

@@ -1,4 +1,6 @@
-// softmax and log_softmax over the last dim, numerically stable: y = exp(x - max) / sum(exp(x - max)).
+// softmax and log_softmax over one dim, numerically stable: y = exp(x - max) / sum(exp(x - max)).
+// The kernels work on rows of the last dim; another dim is moved last (a transposed view,
+// made contiguous inside) and moved back.
 // Backward rules (s = softmax(x), rows along the last dim):
 //   softmax:     dx = s * (g - sum(g * s))
 //   log_softmax: dx = g - exp(y) * sum(g)
@@ -61,9 +63,7 @@ Tensor softmax_fwd(const char* name, bool log, const Tensor& x) {
   return out;
 }
 
-}  // namespace
-
-Tensor softmax(const Tensor& x) {
+Tensor softmax_last(const Tensor& x) {
   Tensor out = softmax_fwd("softmax", false, x);
   if (!autograd::should_record(x)) return out;
   Tensor s = out.detach();
@@ -73,7 +73,7 @@ Tensor softmax(const Tensor& x) {
   });
 }
 
-Tensor log_softmax(const Tensor& x) {
+Tensor log_softmax_last(const Tensor& x) {
   Tensor out = softmax_fwd("log_softmax", true, x);
   if (!autograd::should_record(x)) return out;
   Tensor y = out.detach();
@@ -82,5 +82,20 @@ Tensor log_softmax(const Tensor& x) {
     return Grads{sub(g, mul(exp(y), sum(g, {last}, true)))};
   });
 }
+
+// The checks of softmax_fwd first (so a scalar reports O10, not a dim error), then the dim.
+Tensor over_dim(const char* name, Tensor (*last_dim_op)(const Tensor&), const Tensor& x, int64_t dim) {
+  check_defined(name, x);
+  require_float(name, x);
+  if (x.rank() == 0) throw Error(std::string(name) + ": needs rank >= 1, got shape []");
+  const size_t d = check_dim(name, x, dim), last = x.rank() - 1;
+  if (d == last) return last_dim_op(x);
+  return last_dim_op(x.transpose(d, last)).transpose(d, last).contiguous();
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) { return over_dim("softmax", softmax_last, x, dim); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return over_dim("log_softmax", log_softmax_last, x, dim); }
 
 }  // namespace wick

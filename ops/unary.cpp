@@ -5,6 +5,12 @@
 //   neg: -g            exp: g*y          log: g/x           sqrt: g/(2y)
 //   tanh: g*(1-y^2)    relu: g*[x>0]     gelu: g*gelu'(x)   silu: g*silu'(x)
 //   sigmoid: g*y*(1-y) affine: g*a       powf: g*a*x^(a-1)
+//   sin: g*cos(x)      cos: -g*sin(x)    abs: g*sign(x)     gelu_erf: g*(Phi(x) + x phi(x))
+//   clamp: g*[lo <= x <= hi]
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
 #include "kernels/unary.h"
 #include "kernels/unary_ops.h"
 #include "ops/op_util.h"
@@ -139,10 +145,94 @@ Tensor powf(const Tensor& x, double e) {
   });
 }
 
+Tensor gelu_erf(const Tensor& x) {
+  Tensor out = unary_fwd("gelu_erf", UnaryOp::GeluErf, x);
+  if (!autograd::should_record(x)) return out;
+  Tensor xd = x.detach();
+  return autograd::record(out, "gelu_erf", {x}, [xd](const Tensor& g) {
+    return Grads{mul(g, unary_fwd("gelu_erf", UnaryOp::GeluErfGrad, xd))};
+  });
+}
+
+Tensor sin(const Tensor& x) {
+  Tensor out = unary_fwd("sin", UnaryOp::Sin, x);
+  if (!autograd::should_record(x)) return out;
+  Tensor xd = x.detach();
+  return autograd::record(out, "sin", {x},
+                          [xd](const Tensor& g) { return Grads{mul(g, unary_fwd("sin", UnaryOp::Cos, xd))}; });
+}
+
+Tensor cos(const Tensor& x) {
+  Tensor out = unary_fwd("cos", UnaryOp::Cos, x);
+  if (!autograd::should_record(x)) return out;
+  Tensor xd = x.detach();
+  return autograd::record(out, "cos", {x},
+                          [xd](const Tensor& g) { return Grads{neg(mul(g, unary_fwd("cos", UnaryOp::Sin, xd)))}; });
+}
+
+Tensor abs(const Tensor& x) {
+  Tensor out = unary_fwd("abs", UnaryOp::Abs, x);
+  if (!autograd::should_record(x)) return out;
+  Tensor xd = x.detach();
+  return autograd::record(out, "abs", {x},
+                          [xd](const Tensor& g) { return Grads{mul(g, unary_fwd("abs", UnaryOp::Sign, xd))}; });
+}
+
+namespace {
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// A rank-0 tensor of x's dtype and device holding s, for the integer paths.
+Tensor scalar_like(const Tensor& x, double s) { return Tensor::full(Shape{}, s, x.dtype(), x.device()); }
+
+// An integer dtype's bounds as doubles.
+std::pair<double, double> int_range(DType dt) {
+  std::pair<double, double> r;
+  visit_dtype(dt, [&](auto zero) {
+    using T = decltype(zero);
+    if constexpr (std::is_integral_v<T>)
+      r = {static_cast<double>(std::numeric_limits<T>::lowest()), static_cast<double>(std::numeric_limits<T>::max())};
+  });
+  return r;
+}
+
+}  // namespace
+
+Tensor clamp(const Tensor& x, double lo, double hi) {
+  check_defined("clamp", x);
+  if (!(lo <= hi)) throw Error("O23", "clamp: needs lo <= hi, got lo " + num(lo) + ", hi " + num(hi));
+  if (!is_float(x.dtype())) {
+    // Integers: the bounds rounded toward the inside, then limited to the dtype's range.
+    auto [tmin, tmax] = int_range(x.dtype());
+    const double l = std::min(std::max(std::ceil(lo), tmin), tmax), h = std::max(std::min(std::floor(hi), tmax), tmin);
+    return minimum(maximum(x, scalar_like(x, l)), scalar_like(x, h));
+  }
+  Tensor out = unary_fwd("clamp", UnaryOp::Clamp, x, lo, hi);
+  if (!autograd::should_record(x)) return out;
+  Tensor xd = x.detach();
+  return autograd::record(out, "clamp", {x}, [xd, lo, hi](const Tensor& g) {
+    return Grads{mul(g, unary_fwd("clamp", UnaryOp::InRange, xd, lo, hi))};
+  });
+}
+
 Tensor operator-(const Tensor& a) { return neg(a); }
-Tensor operator+(const Tensor& a, double s) { return add_scalar(a, s); }
-Tensor operator-(const Tensor& a, double s) { return add_scalar(a, -s); }
-Tensor operator*(const Tensor& a, double s) { return mul_scalar(a, s); }
-Tensor operator/(const Tensor& a, double s) { return mul_scalar(a, 1.0 / s); }
+
+// Float tensors (and empty handles, so the error names the op) take the affine path.
+static bool scalar_path(const Tensor& a) { return !a.defined() || is_float(a.dtype()); }
+
+Tensor operator+(const Tensor& a, double s) { return scalar_path(a) ? add_scalar(a, s) : add(a, scalar_like(a, s)); }
+Tensor operator-(const Tensor& a, double s) { return scalar_path(a) ? add_scalar(a, -s) : sub(a, scalar_like(a, s)); }
+Tensor operator*(const Tensor& a, double s) { return scalar_path(a) ? mul_scalar(a, s) : mul(a, scalar_like(a, s)); }
+Tensor operator/(const Tensor& a, double s) { return scalar_path(a) ? mul_scalar(a, 1.0 / s) : div(a, scalar_like(a, s)); }
+Tensor operator+(double s, const Tensor& a) { return a + s; }
+Tensor operator-(double s, const Tensor& a) { return scalar_path(a) ? affine(a, -1.0, s) : sub(scalar_like(a, s), a); }
+Tensor operator*(double s, const Tensor& a) { return a * s; }
+Tensor operator/(double s, const Tensor& a) {
+  return scalar_path(a) ? mul_scalar(powf(a, -1.0), s) : div(scalar_like(a, s), a);
+}
 
 }  // namespace wick

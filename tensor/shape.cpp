@@ -79,10 +79,21 @@ std::string to_string(const Shape& s) { return join_debug(s.dims()); }
 std::string to_string(const std::vector<int64_t>& v) { return join_debug(v); }
 std::string to_string(const std::vector<size_t>& v) { return join_debug(v); }
 
-std::string dim_out_of_range(const std::string& op, size_t dim, const Shape& s, size_t limit) {
-  const std::string valid = limit == 0 ? std::string("none") : "0..=" + std::to_string(limit - 1);
+std::string dim_out_of_range(const std::string& op, int64_t dim, const Shape& s, size_t limit) {
+  std::string valid = "none";
+  if (limit > 0) {
+    valid = std::to_string(limit);
+    valid.insert(valid.begin(), '-');
+    valid += "..=" + std::to_string(limit - 1);
+  }
   return op + ": dim " + std::to_string(dim) + " out of range for shape " + to_string(s) + " (rank " +
          std::to_string(s.rank()) + ", valid dims " + valid + ")";
+}
+
+size_t resolve_dim(const std::string& op, int64_t dim, const Shape& s, size_t limit) {
+  const int64_t n = static_cast<int64_t>(limit);
+  if (dim < -n || dim >= n) throw Error(dim_out_of_range(op, dim, s, limit));
+  return static_cast<size_t>(dim < 0 ? dim + n : dim);
 }
 
 }  // namespace wick

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace wick {
@@ -49,8 +50,40 @@ std::string to_string(const std::vector<size_t>& v);
 // The one text for a dim a shape does not have, shared by views, Tensor::dim and the ops:
 // "{op}: dim {dim} out of range for shape {shape:?} (rank {rank}, valid dims {valid})".
 // `limit` is one past the largest valid dim: the rank for most ops, rank + 1 for unsqueeze
-// (which inserts a dim and so also accepts dim == rank); {valid} is "0..={limit - 1}", or
-// "none" when limit is 0 (a dim of a rank-0 tensor).
-std::string dim_out_of_range(const std::string& op, size_t dim, const Shape& s, size_t limit);
+// (which inserts a dim and so also accepts dim == rank); {valid} is "-{limit}..={limit - 1}"
+// (negative dims count from the end), or "none" when limit is 0 (a dim of a rank-0 tensor).
+std::string dim_out_of_range(const std::string& op, int64_t dim, const Shape& s, size_t limit);
+
+// A dim as the public API takes it: in [-limit, limit), where -1 is the last valid dim
+// (limit - 1). Returns it in [0, limit), or throws dim_out_of_range's text.
+size_t resolve_dim(const std::string& op, int64_t dim, const Shape& s, size_t limit);
+
+// One entry of a DimList. Converts from any integer type, so a braced list may mix negative
+// literals and unsigned variables ({n, -1} with size_t n) without a narrowing error.
+struct Dim {
+  template <class I, std::enable_if_t<std::is_integral_v<I>, int> = 0>
+  constexpr Dim(I v) : value(static_cast<int64_t>(v)) {}
+  int64_t value;
+};
+
+// The dims an op works over (reductions, permute), each possibly negative (-1 is the last).
+// Built from one integer (sum(x, -1)), a braced list ({0, -1}), a std::vector<size_t> or a
+// std::vector<int64_t>.
+class DimList {
+ public:
+  DimList() = default;
+  template <class I, std::enable_if_t<std::is_integral_v<I>, int> = 0>
+  DimList(I dim) : dims_{static_cast<int64_t>(dim)} {}
+  DimList(std::initializer_list<Dim> dims) {
+    for (Dim d : dims) dims_.push_back(d.value);
+  }
+  DimList(const std::vector<int64_t>& dims) : dims_(dims) {}
+  DimList(const std::vector<size_t>& dims) : dims_(dims.begin(), dims.end()) {}
+  const std::vector<int64_t>& values() const { return dims_; }
+  size_t size() const { return dims_.size(); }
+
+ private:
+  std::vector<int64_t> dims_;
+};
 
 }  // namespace wick

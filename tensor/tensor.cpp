@@ -142,11 +142,7 @@ const Layout& Tensor::layout() const {
   require_defined(impl_.get(), "layout");
   return impl_->layout;
 }
-size_t Tensor::dim(size_t i) const {
-  if (i >= rank())
-    throw Error(dim_out_of_range("dim", i, shape(), rank()));
-  return dims()[i];
-}
+size_t Tensor::dim(int64_t i) const { return dims()[resolve_dim("dim", i, shape(), rank())]; }
 DType Tensor::dtype() const {
   require_defined(impl_.get(), "dtype");
   return impl_->dtype;
@@ -195,32 +191,13 @@ Tensor Tensor::detach() const {
   return Tensor(impl_->storage, impl_->layout, impl_->dtype);
 }
 
-std::string to_string(const Tensor& t) {
-  if (!t.defined()) return "Tensor[empty]";
-  std::string s = "Tensor[" + to_string(t.shape()) + ", " + dtype_name(t.dtype()) + ", " +
-                  to_string(t.device()) + "]\n";
-  std::vector<double> v = t.to_f64_vec();
-  const auto& d = t.dims();
-  constexpr size_t kEdge = 3;  // elements shown at each end of a long dim
-  // Prints the sub-tensor at flat offset `base` spanning dims [k, rank).
-  auto rec = [&](auto&& self, size_t k, size_t base, size_t span) -> void {
-    if (k == d.size()) {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.4g", v[base]);
-      s += buf;
-      return;
-    }
-    size_t inner = d[k] ? span / d[k] : 0;
-    s += "[";
-    for (size_t i = 0; i < d[k]; ++i) {
-      if (d[k] > 2 * kEdge && i == kEdge) { s += "..., "; i = d[k] - kEdge; }
-      self(self, k + 1, base + i * inner, inner);
-      if (i + 1 < d[k]) s += ", ";
-    }
-    s += "]";
-  };
-  rec(rec, 0, 0, v.size());
-  return s;
+Tensor zeros_like(const Tensor& t) { return zeros_like(t, t.dtype()); }
+Tensor zeros_like(const Tensor& t, DType dtype) { return Tensor::zeros(t.shape(), dtype, t.device()); }
+Tensor ones_like(const Tensor& t) { return ones_like(t, t.dtype()); }
+Tensor ones_like(const Tensor& t, DType dtype) { return Tensor::ones(t.shape(), dtype, t.device()); }
+Tensor full_like(const Tensor& t, double value) { return full_like(t, value, t.dtype()); }
+Tensor full_like(const Tensor& t, double value, DType dtype) {
+  return Tensor::full(t.shape(), value, dtype, t.device());
 }
 
 }  // namespace wick

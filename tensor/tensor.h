@@ -7,6 +7,8 @@
 // and layouts.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
+#include <iosfwd>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,6 +41,15 @@ class Tensor {
   static Tensor arange(int64_t start, int64_t end, DType dtype, Device device);
   // Standard normal samples from a seeded generator on the host (then copied to device).
   static Tensor randn(const Shape& shape, DType dtype, Device device, uint64_t seed);
+  // [ops] Uniform samples in [0, 1), float dtypes. Element i is a function of (seed, i) only
+  // (a counter-based generator, kernels/random_ops.h), computed where the tensor lives: the
+  // same values on every device. Each value has the dtype's precision (53, 24, 11 or 8 bits),
+  // so rounding never produces 1.
+  static Tensor rand(const Shape& shape, DType dtype, Device device, uint64_t seed);
+  // [ops] Integers uniform in [low, high), any dtype that holds every value of the range
+  // exactly; same values on every device for the same seed.
+  static Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype, Device device,
+                        uint64_t seed);
   // data: host memory holding shape.elem_count() elements of dtype in row-major order; copied.
   static Tensor from_bytes(const void* data, const Shape& shape, DType dtype, Device device);
   template <class T>
@@ -66,7 +77,7 @@ class Tensor {
   const Layout& layout() const;
   const Shape& shape() const { return layout().shape(); }
   const std::vector<size_t>& dims() const { return layout().dims(); }
-  size_t dim(size_t i) const;
+  size_t dim(int64_t i) const;  // size of dim i; negative i counts from the end
   const std::vector<int64_t>& stride() const { return layout().stride(); }
   size_t rank() const { return layout().rank(); }
   size_t elem_count() const { return layout().elem_count(); }
@@ -81,13 +92,24 @@ class Tensor {
   bool same_storage(const Tensor& other) const { return storage() == other.storage(); }
 
   // --- views and copies [ops] ---
-  Tensor narrow(size_t dim, size_t start, size_t len) const;
-  Tensor transpose(size_t dim0, size_t dim1) const;
+  // Every dim argument may be negative, counting from the end (-1 is the last dim).
+  Tensor narrow(int64_t dim, size_t start, size_t len) const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
   Tensor t() const;  // transpose of the last two dims
-  Tensor permute(const std::vector<size_t>& dims) const;
+  Tensor permute(const DimList& dims) const;
   Tensor reshape(const Shape& shape) const;  // a view when strides allow, else an error
-  Tensor squeeze(size_t dim) const;
-  Tensor unsqueeze(size_t dim) const;
+  // reshape({-1}), reshape({n, -1}): at most one entry is -1 and takes the size that keeps
+  // the element count; the others are sizes.
+  Tensor reshape(std::initializer_list<Dim> dims) const;
+  Tensor reshape(const std::vector<int64_t>& dims) const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;  // dim in [-rank - 1, rank]: -1 appends a last dim
+  // The slice at `index` of dim, that dim removed (a view): x.select(0, 2) is x[2].
+  // A negative index counts from the end.
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor operator[](int64_t index) const { return select(0, index); }
+  // dims [start_dim, end_dim] merged into one (a view when strides allow, else a copy).
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor broadcast_as(const Shape& shape) const;
   Tensor contiguous() const;  // itself when already contiguous, else a compact copy
   Tensor copy() const;        // always a fresh contiguous copy
@@ -109,13 +131,60 @@ class Tensor {
   void backward() const;                    // [autograd] scalar loss, seed 1
   void backward(const Tensor& seed) const;  // [autograd] explicit seed gradient
 
+  // --- the common ops as methods [ops] (ops/ops.h documents each) ---
+  // x.sum() and x.mean() reduce every element to a rank-0 tensor; with dims they are
+  // sum(x, dims, keepdim) and mean(x, dims, keepdim).
+  Tensor sum() const;
+  Tensor sum(const DimList& dims, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(const DimList& dims, bool keepdim = false) const;
+  Tensor max() const;
+  Tensor max(const DimList& dims, bool keepdim = false) const;
+  Tensor min() const;
+  Tensor min(const DimList& dims, bool keepdim = false) const;
+  Tensor argmax(int64_t dim, bool keepdim = false) const;
+  Tensor argmin(int64_t dim, bool keepdim = false) const;
+  Tensor cumsum(int64_t dim) const;
+  Tensor matmul(const Tensor& rhs) const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor tanh() const;
+  Tensor relu() const;
+  Tensor gelu() const;
+  Tensor silu() const;
+  Tensor sigmoid() const;
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor abs() const;
+  Tensor neg() const;
+  Tensor pow(double exponent) const;
+  Tensor clamp(double lo, double hi) const;
+  Tensor softmax(int64_t dim = -1) const;
+  Tensor log_softmax(int64_t dim = -1) const;
+  Tensor tril(int64_t diagonal = 0) const;
+  Tensor triu(int64_t diagonal = 0) const;
+
  private:
   struct Impl;
   std::shared_ptr<Impl> impl_;
   void copy_logical_to_host(void* dst) const;
 };
 
-// "Tensor[[2, 3], F32, Cpu]" followed by the values, nested by dims (long dims elided).
+// New tensors shaped like t, on t's device, with t's dtype or the one given.
+Tensor zeros_like(const Tensor& t);
+Tensor zeros_like(const Tensor& t, DType dtype);
+Tensor ones_like(const Tensor& t);
+Tensor ones_like(const Tensor& t, DType dtype);
+Tensor full_like(const Tensor& t, double value);
+Tensor full_like(const Tensor& t, double value, DType dtype);
+
+// A header line "Tensor[[2, 3], F32, Cpu]", then the values nested by dims, one row of the
+// last dim per line, aligned in one column width, as PyTorch prints them: floats with four
+// decimals (scientific when the magnitudes call for it), integral floats as "3.", integers
+// as they are. A tensor of more than 1000 elements shows the first and last 3 entries of
+// each dim, "..." between. tensor/print.cpp.
 std::string to_string(const Tensor& t);
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 }  // namespace wick

@@ -140,10 +140,10 @@ std::vector<Entry> tensor_entries() {
   std::vector<Entry> e;
   e.push_back({"L01", "{op}: dim {dim} out of range for shape {shape:?} (rank {rank}, valid dims {valid})", Where::Devices,
                [](D d) { return error_of([&] { x234(d).narrow(3, 0, 1); }); },
-               "narrow: dim 3 out of range for shape [2, 3, 4] (rank 3, valid dims 0..=2)"});
+               "narrow: dim 3 out of range for shape [2, 3, 4] (rank 3, valid dims -3..=2)"});
   e.push_back({"L01", "{op}: dim {dim} out of range for shape {shape:?} (rank {rank}, valid dims {valid})", Where::Devices,
                [](D d) { return error_of([&] { x234(d).unsqueeze(4); }); },
-               "unsqueeze: dim 4 out of range for shape [2, 3, 4] (rank 3, valid dims 0..=3)"});
+               "unsqueeze: dim 4 out of range for shape [2, 3, 4] (rank 3, valid dims -4..=3)"});
   e.push_back({"L02", "narrow: shape {shape:?}, dim {dim}: start {start} + len {len} exceeds size {size}", Where::Devices,
                [](D d) { return error_of([&] { x234(d).narrow(1, 2, 2); }); },
                "narrow: shape [2, 3, 4], dim 1: start 2 + len 2 exceeds size 3"});
@@ -198,7 +198,7 @@ std::vector<Entry> tensor_entries() {
                "item: tensor of shape [2] does not hold exactly one element"});
   e.push_back({"L16", "dim: dim {dim} out of range for shape {shape:?} (rank {rank}, valid dims {valid})", Where::Devices,
                [](D d) { return error_of([&] { x234(d).dim(5); }); },
-               "dim: dim 5 out of range for shape [2, 3, 4] (rank 3, valid dims 0..=2)"});
+               "dim: dim 5 out of range for shape [2, 3, 4] (rank 3, valid dims -3..=2)"});
   e.push_back({"L17", "requires_grad: only float tensors can require grad, got {dt:?}", Where::Devices,
                [](D d) { return error_of([&] { Tensor::arange(0, 3, DType::I64, d).requires_grad(true); }); },
                "requires_grad: only float tensors can require grad, got I64"});
@@ -279,7 +279,7 @@ std::vector<Entry> ops_entries() {
                "shape mismatch in matmul, lhs: [2, 2, 3], rhs: [3, 3, 2]: batch dims [2] and [3] do not broadcast"});
   e.push_back({"O05", "{op}: dim {dim} out of range for shape {shape:?} (rank {rank}, valid dims {valid})", Where::Devices,
                [](D d) { return error_of([&] { argmax(Tensor::ones({2, 3}, DType::F32, d), 2); }); },
-               "argmax: dim 2 out of range for shape [2, 3] (rank 2, valid dims 0..=1)"});
+               "argmax: dim 2 out of range for shape [2, 3] (rank 2, valid dims -2..=1)"});
   e.push_back({"O06", "{op}: dim {dim} appears twice in {dims:?} for shape {shape:?}", Where::Devices,
                [](D d) { return error_of([&] { sum(Tensor::ones({2, 3}, DType::F32, d), {1, 1}); }); },
                "sum: dim 1 appears twice in [1, 1] for shape [2, 3]"});

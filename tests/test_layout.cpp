@@ -96,9 +96,9 @@ TEST_CASE("layout: squeeze and unsqueeze") {
 
 TEST_CASE("layout: misuse raises messages naming op, shape and dims") {
   Layout l = Layout::contiguous({2, 3, 4});
-  CHECK_THROWS_WITH_AS(l.narrow(3, 0, 1), "narrow: dim 3 out of range for shape [2, 3, 4] (rank 3, valid dims 0..=2)", Error);
+  CHECK_THROWS_WITH_AS(l.narrow(3, 0, 1), "narrow: dim 3 out of range for shape [2, 3, 4] (rank 3, valid dims -3..=2)", Error);
   CHECK_THROWS_WITH_AS(l.narrow(1, 2, 2), "narrow: shape [2, 3, 4], dim 1: start 2 + len 2 exceeds size 3", Error);
-  CHECK_THROWS_WITH_AS(l.transpose(0, 5), "transpose: dim 5 out of range for shape [2, 3, 4] (rank 3, valid dims 0..=2)", Error);
+  CHECK_THROWS_WITH_AS(l.transpose(0, 5), "transpose: dim 5 out of range for shape [2, 3, 4] (rank 3, valid dims -3..=2)", Error);
   CHECK_THROWS_WITH_AS(l.permute({0, 0, 1}), "permute: shape [2, 3, 4], dims [0, 0, 1] is not a permutation of 0..3", Error);
   CHECK_THROWS_WITH_AS(l.broadcast_as({3, 3, 4}), "broadcast_as: cannot broadcast [2, 3, 4] to [3, 3, 4]", Error);
   CHECK_THROWS_WITH_AS(l.broadcast_as({3, 4}), "broadcast_as: cannot broadcast [2, 3, 4] to [3, 4]", Error);
@@ -106,7 +106,7 @@ TEST_CASE("layout: misuse raises messages naming op, shape and dims") {
   CHECK_THROWS_WITH_AS(l.transpose(1, 2).reshape({24}),
                        "reshape: cannot view [2, 4, 3] with stride [12, 1, 4] as [24] without a copy; call contiguous() first", Error);
   CHECK_THROWS_WITH_AS(l.squeeze(0), "squeeze: shape [2, 3, 4], dim 0 has size 2, not 1", Error);
-  CHECK_THROWS_WITH_AS(l.unsqueeze(4), "unsqueeze: dim 4 out of range for shape [2, 3, 4] (rank 3, valid dims 0..=3)", Error);
+  CHECK_THROWS_WITH_AS(l.unsqueeze(4), "unsqueeze: dim 4 out of range for shape [2, 3, 4] (rank 3, valid dims -4..=3)", Error);
 }
 
 TEST_CASE("shape: dimsN and the rank error text") {

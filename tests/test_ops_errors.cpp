@@ -47,9 +47,9 @@ TEST_CASE("ops errors: unsupported dtypes name the op, dtype and device") {
 TEST_CASE("ops errors: dims, indices and argument shapes") {
   Device cpu = Device::cpu();
   Tensor x = Tensor::randn({2, 3}, DType::F32, cpu, 7);
-  check_error([&] { (void)sum(x, {2}); }, "sum: dim 2 out of range for shape [2, 3] (rank 2, valid dims 0..=1)");
+  check_error([&] { (void)sum(x, {2}); }, "sum: dim 2 out of range for shape [2, 3] (rank 2, valid dims -2..=1)");
   check_error([&] { (void)sum(x, {1, 1}); }, "sum: dim 1 appears twice in [1, 1] for shape [2, 3]");
-  check_error([&] { (void)argmax(x, 5); }, "argmax: dim 5 out of range for shape [2, 3] (rank 2, valid dims 0..=1)");
+  check_error([&] { (void)argmax(x, 5); }, "argmax: dim 5 out of range for shape [2, 3] (rank 2, valid dims -2..=1)");
   check_error([&] { (void)max(Tensor::zeros({2, 0}, DType::F32, cpu), {1}); },
               "max: cannot reduce over an empty dim of shape [2, 0]");
   check_error([&] { (void)softmax(Tensor::full({}, 1.0, DType::F32, cpu)); }, "softmax: needs rank >= 1, got shape []");
@@ -70,7 +70,7 @@ TEST_CASE("ops errors: dims, indices and argument shapes") {
   check_error([&] { (void)embedding(Tensor::from_vec<int64_t>({0}, {1}, cpu), x.reshape({6})); },
               "embedding: table must have rank 2 (vocab, hidden), got shape [6]");
   check_error([&] { (void)cat({}, 0); }, "cat: empty list of tensors");
-  check_error([&] { (void)cat({x}, 2); }, "cat: dim 2 out of range for shape [2, 3] (rank 2, valid dims 0..=1)");
+  check_error([&] { (void)cat({x}, 2); }, "cat: dim 2 out of range for shape [2, 3] (rank 2, valid dims -2..=1)");
   check_error([&] { (void)sum_to(x, Shape{4}); }, "sum_to: cannot sum [2, 3] down to [4]");
 }
 
