@@ -29,6 +29,8 @@
 #include "kernels/cublas_gemm.h"
 #include "kernels/fill.h"
 #include "kernels/flash/flash_fwd.h"
+#include "kernels/gather.h"
+#include "kernels/random.h"
 #include "kernels/index.h"
 #include "kernels/norm.h"
 #include "kernels/reduce.h"
@@ -205,6 +207,30 @@ std::vector<Entry> tensor_entries() {
   e.push_back({"L18", "layout: stride {stride:?} has a negative entry (shape {shape:?})", Where::Cpu,
                [](D) { return error_of([] { Layout l(Shape{2, 3}, {3, -1}, 2); }); },
                "layout: stride [3, -1] has a negative entry (shape [2, 3])"});
+  e.push_back({"L19", "reshape: {dims:?} may hold one -1 (the size to infer) and no other negative size", Where::Devices,
+               [](D d) { return error_of([&] { x234(d).reshape({-1, -1}); }); },
+               "reshape: [-1, -1] may hold one -1 (the size to infer) and no other negative size"});
+  e.push_back({"L19", "reshape: {dims:?} may hold one -1 (the size to infer) and no other negative size", Where::Devices,
+               [](D d) { return error_of([&] { x234(d).reshape({4, -2}); }); },
+               "reshape: [4, -2] may hold one -1 (the size to infer) and no other negative size"});
+  e.push_back({"L20", "reshape: cannot infer the -1 in {dims:?} for shape {shape:?} ({n} elements)", Where::Devices,
+               [](D d) { return error_of([&] { x234(d).reshape({5, -1}); }); },
+               "reshape: cannot infer the -1 in [5, -1] for shape [2, 3, 4] (24 elements)"});
+  e.push_back({"L20", "reshape: cannot infer the -1 in {dims:?} for shape {shape:?} ({n} elements)", Where::Devices,
+               [](D d) { return error_of([&] { x234(d).reshape({0, -1}); }); },
+               "reshape: cannot infer the -1 in [0, -1] for shape [2, 3, 4] (24 elements)"});
+  e.push_back({"L21", "flatten: start_dim {start} comes after end_dim {end} for shape {shape:?}", Where::Devices,
+               [](D d) { return error_of([&] { x234(d).flatten(2, 0); }); },
+               "flatten: start_dim 2 comes after end_dim 0 for shape [2, 3, 4]"});
+  e.push_back({"L22", "select: index {i} out of range for dim {dim} of size {size} (shape {shape:?})", Where::Devices,
+               [](D d) { return error_of([&] { x234(d)[2]; }); },
+               "select: index 2 out of range for dim 0 of size 2 (shape [2, 3, 4])"});
+  e.push_back({"L22", "select: index {i} out of range for dim {dim} of size {size} (shape {shape:?})", Where::Devices,
+               [](D d) { return error_of([&] { x234(d).select(-1, -5); }); },
+               "select: index -5 out of range for dim -1 of size 4 (shape [2, 3, 4])"});
+  e.push_back({"L01", "{op}: dim {dim} out of range for shape {shape:?} (rank {rank}, valid dims {valid})", Where::Devices,
+               [](D d) { return error_of([&] { x234(d).transpose(-4, 0); }); },
+               "transpose: dim -4 out of range for shape [2, 3, 4] (rank 3, valid dims -3..=2)"});
   // candle's generic helpers, catalogued with the attention entries, raised here too.
   e.push_back({"A09", "unexpected rank, expected: {expected}, got: {got} ({shape:?})", Where::Cpu,
                [](D) { return error_of([] { Shape{8}.dims2(); }); },
@@ -254,6 +280,124 @@ std::vector<Entry> ops_entries() {
   e.push_back({"O04", "shape mismatch in {op}, lhs: {lhs:?}, rhs: {rhs:?}", Where::Devices,
                [](D d) { return error_of([&] { add(Tensor::ones({2, 3}, DType::F32, d), Tensor::ones({4}, DType::F32, d)); }); },
                "shape mismatch in add, lhs: [2, 3], rhs: [4]"});
+  e.push_back({"O01", "{op}: unsupported dtype {dt:?} on {device:?}", Where::Devices,
+               [](D d) { return error_of([&] { Tensor::rand({2}, DType::I32, d, 0); }); },
+               "rand: unsupported dtype I32 on {dev}"});
+  e.push_back({"O01", "{op}: unsupported dtype {dt:?} on {device:?}", Where::Devices,
+               [](D d) {
+                 Tensor x = Tensor::ones({2, 2}, DType::I64, d);
+                 return error_of([&] { scatter_add(x, 0, x, x); });
+               },
+               "scatter_add: unsupported dtype I64 on {dev}"});
+  e.push_back({"O23", "clamp: needs lo <= hi, got lo {lo}, hi {hi}", Where::Devices,
+               [](D d) { return error_of([&] { clamp(x234(d), 1.0, 0.5); }); }, "clamp: needs lo <= hi, got lo 1, hi 0.5"});
+  e.push_back({"O24", "randint: low {low} must be below high {high}", Where::Devices,
+               [](D d) { return error_of([&] { Tensor::randint(5, 5, {3}, DType::I64, d, 0); }); },
+               "randint: low 5 must be below high 5"});
+  e.push_back({"O25", "randint: [{low}, {high}) does not fit in {dt:?} (every value must convert exactly)", Where::Devices,
+               [](D d) { return error_of([&] { Tensor::randint(0, 300, {3}, DType::U8, d, 0); }); },
+               "randint: [0, 300) does not fit in U8 (every value must convert exactly)"});
+  e.push_back({"O25", "randint: [{low}, {high}) does not fit in {dt:?} (every value must convert exactly)", Where::Devices,
+               [](D d) { return error_of([&] { Tensor::randint(-3000, 0, {3}, DType::F16, d, 0); }); },
+               "randint: [-3000, 0) does not fit in F16 (every value must convert exactly)"});
+  e.push_back({"O26", "dropout: p must be in [0, 1], got {p}", Where::Devices,
+               [](D d) { return error_of([&] { dropout(x234(d), 1.5, 0); }); }, "dropout: p must be in [0, 1], got 1.5"});
+  e.push_back({"O27", "{op}: index has rank {r} but {what} has rank {r2}; they must match", Where::Devices,
+               [](D d) {
+                 return error_of([&] { gather(x234(d), 1, Tensor::zeros({2}, DType::I64, d)); });
+               },
+               "gather: index has rank 1 but x has rank 3; they must match"});
+  e.push_back({"O27", "{op}: index has rank {r} but {what} has rank {r2}; they must match", Where::Devices,
+               [](D d) {
+                 Tensor x = Tensor::zeros({2, 3}, DType::F32, d);
+                 return error_of([&] { scatter_add(x, 0, Tensor::zeros({1, 3}, DType::I64, d), Tensor::ones({3}, DType::F32, d)); });
+               },
+               "scatter_add: index has rank 2 but src has rank 1; they must match"});
+  e.push_back({"O28", "{op}: index shape {shape:?} is larger than {what} shape {shape2:?} at dim {d}", Where::Devices,
+               [](D d) {
+                 return error_of([&] { gather(Tensor::zeros({2, 3}, DType::F32, d), 1, Tensor::zeros({3, 1}, DType::I64, d)); });
+               },
+               "gather: index shape [3, 1] is larger than x shape [2, 3] at dim 0"});
+  e.push_back({"O28", "{op}: index shape {shape:?} is larger than {what} shape {shape2:?} at dim {d}", Where::Devices,
+               [](D d) {
+                 Tensor x = Tensor::zeros({2, 3}, DType::F32, d);
+                 return error_of([&] { scatter_add(x, 0, Tensor::zeros({2, 3}, DType::I64, d), Tensor::ones({2, 2}, DType::F32, d)); });
+               },
+               "scatter_add: index shape [2, 3] is larger than src shape [2, 2] at dim 1"});
+  e.push_back({"O17", "{op}: index {i} out of range for dim {dim} of size {size} (shape {shape:?})", Where::Devices,
+               [](D d) {
+                 Tensor idx = Tensor::from_vec(std::vector<int64_t>{0, 3}, Shape{2, 1}, d);
+                 return error_of([&] { gather(Tensor::zeros({2, 3}, DType::F32, d), -1, idx); });
+               },
+               "gather: index 3 out of range for dim 1 of size 3 (shape [2, 3])"});
+  e.push_back({"O16", "{op}: indices must be U32, I32 or I64, got {dt:?}", Where::Devices,
+               [](D d) { return error_of([&] { one_hot(Tensor::zeros({2}, DType::F32, d), 3); }); },
+               "one_hot: indices must be U32, I32 or I64, got F32"});
+  e.push_back({"O29", "one_hot: index {i} is outside [0, {num_classes})", Where::Devices,
+               [](D d) {
+                 return error_of([&] { one_hot(Tensor::from_vec(std::vector<int32_t>{0, 3}, Shape{2}, d), 3); });
+               },
+               "one_hot: index 3 is outside [0, 3)"});
+  e.push_back({"O30", "{op}: {what} must have shape (N, C), got {shape:?}", Where::Devices,
+               [](D d) { return error_of([&] { cross_entropy(x234(d), Tensor::zeros({2}, DType::I64, d)); }); },
+               "cross_entropy: logits must have shape (N, C), got [2, 3, 4]"});
+  e.push_back({"O30", "{op}: {what} must have shape (N, C), got {shape:?}", Where::Devices,
+               [](D d) { return error_of([&] { nll_loss(Tensor::zeros({3}, DType::F32, d), Tensor::zeros({3}, DType::I64, d)); }); },
+               "nll_loss: log_probs must have shape (N, C), got [3]"});
+  e.push_back({"O31", "{op}: targets must have shape [{n}] for {what} {shape:?}, got {tshape:?}", Where::Devices,
+               [](D d) {
+                 return error_of([&] { cross_entropy(Tensor::zeros({4, 5}, DType::F32, d), Tensor::zeros({3}, DType::I64, d)); });
+               },
+               "cross_entropy: targets must have shape [4] for logits [4, 5], got [3]"});
+  e.push_back({"O32", "{op}: target {t} at position {n} is outside [0, {c}){ignored}", Where::Devices,
+               [](D d) {
+                 Tensor t = Tensor::from_vec(std::vector<int64_t>{0, 3}, Shape{2}, d);
+                 return error_of([&] { cross_entropy(Tensor::zeros({2, 3}, DType::F32, d), t); });
+               },
+               "cross_entropy: target 3 at position 1 is outside [0, 3)"});
+  e.push_back({"O32", "{op}: target {t} at position {n} is outside [0, {c}){ignored}", Where::Devices,
+               [](D d) {
+                 Tensor t = Tensor::from_vec(std::vector<int64_t>{-1, -100}, Shape{2}, d);
+                 return error_of([&] { nll_loss(Tensor::zeros({2, 3}, DType::F32, d), t, -100); });
+               },
+               "nll_loss: target -1 at position 0 is outside [0, 3) and is not ignore_index -100"});
+  e.push_back({"O33", "{op}: needs rank >= 2, got shape {shape:?}", Where::Devices,
+               [](D d) { return error_of([&] { tril(Tensor::ones({3}, DType::F32, d)); }); }, "tril: needs rank >= 2, got shape [3]"});
+  e.push_back({"O34", "rope: positions shape {shape:?} must be a leading part of x's shape {x_shape:?} (without its last dim)",
+               Where::Devices,
+               [](D d) { return error_of([&] { rope(Tensor::zeros({4, 2, 8}, DType::F32, d), Tensor::zeros({3}, DType::I64, d)); }); },
+               "rope: positions shape [3] must be a leading part of x's shape [4, 2, 8] (without its last dim)"});
+  e.push_back({"O35", "rope: rotary_dim {rd} must be even and at most head_dim {d}", Where::Devices,
+               [](D d) {
+                 return error_of([&] {
+                   rope(Tensor::zeros({4, 8}, DType::F32, d), Tensor::zeros({4}, DType::I64, d), 1e4, RopeStyle::HalfRotation, 5);
+                 });
+               },
+               "rope: rotary_dim 5 must be even and at most head_dim 8"});
+  e.push_back({"O36", "varlen_positions: {which} must have rank 1 and at least one entry, got shape {shape:?}", Where::Devices,
+               [](D d) { return error_of([&] { varlen_positions(Tensor::zeros({0}, DType::U32, d)); }); },
+               "varlen_positions: cu_seqlens must have rank 1 and at least one entry, got shape [0]"});
+  e.push_back({"O37", "varlen_positions: {which} {values:?} is not cumulative from 0 (entry {i})", Where::Devices,
+               [](D d) {
+                 return error_of([&] { varlen_positions(Tensor::from_vec(std::vector<uint32_t>{0, 5, 3}, Shape{3}, d)); });
+               },
+               "varlen_positions: cu_seqlens [0, 5, 3] is not cumulative from 0 (entry 2)"});
+  e.push_back({"O38", "varlen_positions: cu_seqlens_k has {n} entries but cu_seqlens has {m}", Where::Devices,
+               [](D d) {
+                 return error_of([&] {
+                   varlen_positions(Tensor::from_vec(std::vector<uint32_t>{0, 1, 2}, Shape{3}, d),
+                                    Tensor::from_vec(std::vector<uint32_t>{0, 1}, Shape{2}, d));
+                 });
+               },
+               "varlen_positions: cu_seqlens_k has 2 entries but cu_seqlens has 3"});
+  e.push_back({"O39", "varlen_positions: sequence {b} has {sq} queries but only {sk} keys", Where::Devices,
+               [](D d) {
+                 return error_of([&] {
+                   varlen_positions(Tensor::from_vec(std::vector<uint32_t>{0, 3}, Shape{2}, d),
+                                    Tensor::from_vec(std::vector<uint32_t>{0, 2}, Shape{2}, d));
+                 });
+               },
+               "varlen_positions: sequence 0 has 3 queries but only 2 keys"});
   e.push_back({"O22",
                "copy_into: dst (shape {shape:?}, stride {stride:?}) is a broadcast view: dim {d} has stride 0, so several "
                "elements would be written to one place",
@@ -283,6 +427,12 @@ std::vector<Entry> ops_entries() {
   e.push_back({"O06", "{op}: dim {dim} appears twice in {dims:?} for shape {shape:?}", Where::Devices,
                [](D d) { return error_of([&] { sum(Tensor::ones({2, 3}, DType::F32, d), {1, 1}); }); },
                "sum: dim 1 appears twice in [1, 1] for shape [2, 3]"});
+  e.push_back({"O05", "{op}: dim {dim} out of range for shape {shape:?} (rank {rank}, valid dims {valid})", Where::Devices,
+               [](D d) { return error_of([&] { sum(x234(d), {-4}); }); },
+               "sum: dim -4 out of range for shape [2, 3, 4] (rank 3, valid dims -3..=2)"});
+  e.push_back({"O06", "{op}: dim {dim} appears twice in {dims:?} for shape {shape:?}", Where::Devices,
+               [](D d) { return error_of([&] { sum(x234(d), {2, -1}); }); },
+               "sum: dim 2 appears twice in [2, -1] for shape [2, 3, 4]"});
   e.push_back({"O07", "{op}: shape {shape:?} has rank {rank}, CUDA kernels take at most {max} dims (call contiguous() and reshape first)",
                Where::Gpu,
                [](D d) { return error_of([&] { neg(Tensor::ones({1, 1, 1, 1, 1, 1, 1, 1, 2}, DType::F32, d)); }); },
@@ -609,6 +759,15 @@ std::vector<Entry> cuda_entries() {
   kernel_entry("C08", "index_add kernel: F32 or F64 only, got {type:?}", Where::CudaBuild,
                KERNEL_CALL(kernels::index_add(kernels::ElemType::F16, nullptr, 1, 1, 1, nullptr, 1, nullptr)),
                "index_add kernel: F32 or F64 only, got F16");
+  kernel_entry("C16", "scatter_add kernel: F32 or F64 only, got {type:?}", Where::CudaBuild,
+               KERNEL_CALL(kernels::scatter_add(kernels::ElemType::BF16, nullptr, kernels::StridedView{}, nullptr,
+                                                kernels::StridedView{}, 0, nullptr, kernels::StridedView{})),
+               "scatter_add kernel: F32 or F64 only, got BF16");
+  kernel_entry("C07", "{kernel} kernel: element size must be 1, 2, 4 or 8, got {size}", Where::CudaBuild,
+               KERNEL_CALL(kernels::gather(3, nullptr, kernels::StridedView{}, nullptr, kernels::StridedView{}, 0, nullptr)),
+               "gather kernel: element size must be 1, 2, 4 or 8, got 3");
+  kernel_entry("C06", "{kernel} kernel: float types only, got {type:?}", Where::CudaBuild,
+               KERNEL_CALL(kernels::fill_uniform(kernels::ElemType::I32, nullptr, 1, 0)), "rand kernel: float types only, got I32");
   kernel_entry("C09", "{kernel} kernel: more than 2^31 - 1 rows, got {rows}", Where::CudaBuild,
                KERNEL_CALL(kernels::rms_norm_rows(kernels::ElemType::F32, nullptr, nullptr, nullptr, int64_t{1} << 31, 1,
                                                   1e-5)),

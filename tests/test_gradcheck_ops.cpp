@@ -227,6 +227,78 @@ std::vector<OpCase> strided_input_cases() {
   };
 }
 
+// The research toolkit's differentiable ops.
+std::vector<OpCase> research_cases() {
+  // clamp's inputs keep away from the bounds (the derivative jumps there)
+  Tensor clamp_in = Tensor::from_vec(std::vector<double>{-1.2, -0.3, 0.1, 0.45, 0.9, 2.0}, {2, 3}, Device::cpu());
+  return {
+      {"sin", [](const In& x) { return sin(x[0]); }, {rnd({2, 3}, 160)}},                   // cos x
+      {"cos", [](const In& x) { return cos(x[0]); }, {rnd({2, 3}, 161)}},                   // -sin x
+      {"abs", [](const In& x) { return abs(x[0]); }, {away_from_zero({2, 3}, 162)}},        // sign x
+      // Phi(x) + x phi(x), Phi the normal CDF and phi its density
+      {"gelu_erf", [](const In& x) { return gelu_erf(x[0]); }, {rnd({2, 3}, 163)}},
+      {"clamp", [](const In& x) { return clamp(x[0], -0.5, 0.7); }, {clamp_in}},  // 1 inside, 0 outside
+      {"2 * x", [](const In& x) { return 2.0 * x[0]; }, {rnd({3}, 164)}},                    // 2
+      {"1 - x", [](const In& x) { return 1.0 - x[0]; }, {rnd({3}, 165)}},                    // -1
+      {"3 / x", [](const In& x) { return 3.0 / x[0]; }, {away_from_zero({3}, 166)}},         // -3 / x^2
+      // d cumsum / dx_i = sum of g over j >= i (the reversed running sum)
+      {"cumsum dim 1", [](const In& x) { return cumsum(x[0], 1); }, {rnd({2, 4}, 167)}},
+      {"cumsum dim -3 of a transposed view", [](const In& x) { return cumsum(x[0].transpose(0, 2), -3); },
+       {rnd({3, 2, 4}, 168)}},
+      // dx[idx[e] at dim, rest of e's coordinates] += g[e]
+      {"gather dim 1", [](const In& x) {
+         return gather(x[0], 1, ints_on<int64_t>(x[0], {2, 0, 0, 1, 1, 1}, {2, 3}));
+       },
+       {rnd({2, 4}, 169)}},
+      {"gather dim 0, index smaller than x", [](const In& x) {
+         return gather(x[0], 0, ints_on<int32_t>(x[0], {2, 0, 1, 1}, {2, 2}));
+       },
+       {rnd({3, 3}, 170)}},
+      // dx = g; dsrc = gather(g, dim, index), zero past the index's shape
+      {"scatter_add", [](const In& x) {
+         return scatter_add(x[0], 0, ints_on<int64_t>(x[0], {0, 1, 0, 1, 1, 0}, {2, 3}), x[1]);
+       },
+       {rnd({2, 3}, 171), rnd({2, 3}, 172)}},
+      {"scatter_add, src larger than index", [](const In& x) {
+         return scatter_add(x[0], 1, ints_on<int64_t>(x[0], {2, 2, 0}, {1, 3}), x[1]);
+       },
+       {rnd({2, 3}, 173), rnd({2, 4}, 174)}},
+      // softmax over a dim other than the last: the last-dim rule, moved
+      {"softmax dim 0", [](const In& x) { return softmax(x[0], 0); }, {rnd({3, 4}, 175)}},
+      {"log_softmax dim 1 of rank 3", [](const In& x) { return log_softmax(x[0], 1); }, {rnd({2, 3, 4}, 176)}},
+      // (softmax(logits) - one_hot(t)) / count, zero on ignored rows
+      {"cross_entropy", [](const In& x) {
+         return cross_entropy(x[0], ints_on<int64_t>(x[0], {2, 0, 3}, {3}));
+       },
+       {rnd({3, 4}, 177)}},
+      {"cross_entropy with ignore_index", [](const In& x) {
+         return cross_entropy(x[0], ints_on<int64_t>(x[0], {2, -100, 3, 1}, {4}), -100);
+       },
+       {rnd({4, 5}, 178)}},
+      // -[c == t_n] / count
+      {"nll_loss", [](const In& x) { return nll_loss(x[0], ints_on<int32_t>(x[0], {1, 1, 0}, {3})); },
+       {rnd({3, 2}, 179)}},
+      // rope is a rotation R(theta): dx = R(-theta) g
+      {"rope half rotation", [](const In& x) {
+         return rope(x[0], ints_on<int64_t>(x[0], {0, 3, 1}, {3}), 100.0);
+       },
+       {rnd({3, 2, 4}, 180)}},
+      {"rope interleaved, partial", [](const In& x) {
+         return rope(x[0], ints_on<int32_t>(x[0], {5, 2}, {2}), 10000.0, RopeStyle::Interleaved, 4);
+       },
+       {rnd({2, 6}, 181)}},
+      // dropout is linear for a fixed seed: dx = mask / (1 - p) * g
+      {"dropout", [](const In& x) { return dropout(x[0], 0.4, 7); }, {rnd({4, 5}, 182)}},
+      // tril/triu: g on the kept triangle
+      {"tril", [](const In& x) { return tril(x[0]); }, {rnd({3, 4}, 183)}},
+      {"triu -1 of a batch", [](const In& x) { return triu(x[0], -1); }, {rnd({2, 3, 3}, 184)}},
+      // views: select, flatten, reshape with -1
+      {"select and operator[]", [](const In& x) { return mul(x[0].select(1, -1), x[0][0]); }, {rnd({3, 3}, 185)}},
+      {"flatten of a transposed view", [](const In& x) { return x[0].t().flatten(); }, {rnd({2, 3}, 186)}},
+      {"reshape {-1, 2}", [](const In& x) { return x[0].reshape({-1, 2}); }, {rnd({2, 3}, 187)}},
+  };
+}
+
 // Casts compare f32-rounded values, so finite differences need a larger step and tolerance.
 std::vector<OpCase> cast_cases() {
   OpCase c{"cast F64 -> F32 -> F64", [](const In& x) { return cast(cast(x[0], DType::F32), DType::F64); },
@@ -272,6 +344,7 @@ TEST_CASE("gradcheck cpu: matmul, cat, index_select, embedding") { run_cpu(matmu
 TEST_CASE("gradcheck cpu: views") { run_cpu(view_cases()); }
 TEST_CASE("gradcheck cpu: ops on strided views") { run_cpu(strided_input_cases()); }
 TEST_CASE("gradcheck cpu: casts") { run_cpu(cast_cases()); }
+TEST_CASE("gradcheck cpu: research toolkit ops") { run_cpu(research_cases()); }
 
 TEST_CASE("gradcheck cuda: unary ops") { SKIP_WITHOUT_CUDA(); run_cuda(unary_cases()); }
 TEST_CASE("gradcheck cuda: binary ops with broadcasting") { SKIP_WITHOUT_CUDA(); run_cuda(binary_cases()); }
@@ -280,6 +353,7 @@ TEST_CASE("gradcheck cuda: softmax and norms") { SKIP_WITHOUT_CUDA(); run_cuda(s
 TEST_CASE("gradcheck cuda: matmul, cat, index_select, embedding") { SKIP_WITHOUT_CUDA(); run_cuda(matmul_gather_cases()); }
 TEST_CASE("gradcheck cuda: views") { SKIP_WITHOUT_CUDA(); run_cuda(view_cases()); }
 TEST_CASE("gradcheck cuda: ops on strided views") { SKIP_WITHOUT_CUDA(); run_cuda(strided_input_cases()); }
+TEST_CASE("gradcheck cuda: research toolkit ops") { SKIP_WITHOUT_CUDA(); run_cuda(research_cases()); }
 
 TEST_CASE("gradcheck: comparisons, argmax/argmin and copy_into record no graph") {
   Tensor a = rnd({2, 3}, 120), b = rnd({2, 3}, 121);
