@@ -2,7 +2,10 @@
 // flash-attention mirroring candle-flash-attn. Include this one header.
 #pragma once
 #include "autograd/autograd.h"
+#include "io/dlpack.h"
 #include "io/npy.h"
+#include "io/safetensors.h"
+#include "nn/nn.h"
 #include "ops/attention/flash_attn.h"
 #include "ops/attention/op.h"
 #include "ops/attention/paged_kv_cache.h"

@@ -96,7 +96,21 @@ std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device) {
   return s;
 }
 
+std::shared_ptr<Storage> Storage::wrap(void* data, size_t bytes, Device device, std::function<void()> release) {
+  std::shared_ptr<Storage> s(new Storage(data, bytes, device));
+  s->release_ = std::move(release);
+  return s;
+}
+
 Storage::~Storage() {
+  if (release_) {
+    // A destructor must not throw; the owner's release is its own affair.
+    try {
+      release_();
+    } catch (...) {
+    }
+    return;
+  }
   if (device_.is_cpu()) {
     std::free(data_);
     g_live_cpu -= static_cast<int64_t>(bytes_);

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "tensor/device.h"
@@ -15,6 +16,10 @@ class Storage {
  public:
   // Uninitialised bytes on device. A zero-byte request still yields a valid Storage.
   static std::shared_ptr<Storage> allocate(size_t bytes, Device device);
+  // Memory wick did not allocate (a tensor imported without a copy): `bytes` bytes at data on
+  // device, handed back by calling release() once, when the last tensor viewing it is gone.
+  // Not counted by live_bytes.
+  static std::shared_ptr<Storage> wrap(void* data, size_t bytes, Device device, std::function<void()> release);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -41,6 +46,7 @@ class Storage {
   size_t bytes_;
   Device device_;
   void* stream_ = nullptr;  // CUDA: the stream the memory was allocated on (and is freed on)
+  std::function<void()> release_;  // set for wrapped memory: called instead of freeing
 };
 
 // Makes dev the current CUDA device (no-op for CPU or a CPU-only build).

@@ -4,8 +4,13 @@
 // or a particular build print a visible skip elsewhere.
 #include <doctest/doctest.h>
 
+#include <dlpack/dlpack.h>
+
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
@@ -15,6 +20,8 @@
 #include "autograd/gradcheck.h"
 #include "autograd/optim.h"
 #include "devices.h"
+#include "io/dlpack.h"
+#include "io/safetensors.h"
 #include "errors_catalog.h"
 #include "tensor/device_fault.h"
 #include "ops/ops.h"
@@ -784,9 +791,173 @@ std::vector<Entry> cuda_entries() {
   return e;
 }
 
+
+// A file in the temp folder holding `bytes`; returns its path.
+std::string scratch_file(const std::string& name, const std::string& bytes) {
+  const std::string path = (std::filesystem::temp_directory_path() / ("wick_catalog_" + name)).string();
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+// A safetensors file: the 8-byte little-endian length of `header`, the header, `data_bytes` zero bytes.
+std::string st_file(const std::string& name, const std::string& header, size_t data_bytes, uint64_t claimed_len = 0) {
+  const uint64_t n = claimed_len ? claimed_len : header.size();
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
+  return scratch_file(name, bytes + header + std::string(data_bytes, '\0'));
+}
+
+std::string load_error(const std::string& path) {
+  return error_of([&] { load_safetensors(path); });
+}
+
+// A DLManagedTensor over a static f64 buffer, for the refusals (none of them takes ownership).
+struct Dl {
+  double buffer[4] = {1, 2, 3, 4};
+  int64_t shape[1] = {2};
+  int64_t strides[1] = {1};
+  DLManagedTensor m{};
+  Dl() {
+    m.dl_tensor.data = buffer;
+    m.dl_tensor.device = {kDLCPU, 0};
+    m.dl_tensor.ndim = 1;
+    m.dl_tensor.dtype = {kDLFloat, 64, 1};
+    m.dl_tensor.shape = shape;
+    m.dl_tensor.strides = strides;
+  }
+};
+
+std::string dl_error(const std::function<void(Dl&)>& edit) {
+  Dl dl;
+  edit(dl);
+  return error_of([&] { from_dlpack(&dl.m); });
+}
+
+std::vector<Entry> io_entries() {
+  std::vector<Entry> e;
+  auto add = [&](const char* id, const char* templ, std::function<std::string()> trigger, std::string expected) {
+    e.push_back({id, templ, Where::Cpu, [trigger](D) { return trigger(); }, std::move(expected)});
+  };
+  const std::string tmp = std::filesystem::temp_directory_path().string();
+  const std::string dir = tmp + "/wick_catalog_dir";
+  std::filesystem::create_directories(dir);
+  add("T01", "{op}: cannot {action} {path}: {reason}", [] { return load_error("/no/such/dir/model.safetensors"); },
+      "load_safetensors: cannot open /no/such/dir/model.safetensors: No such file or directory");
+  add("T01", "{op}: cannot {action} {path}: {reason}", [dir] { return load_error(dir); },
+      "load_safetensors: cannot read " + dir + ": Is a directory");
+  add("T01", "{op}: cannot {action} {path}: {reason}",
+      [] { return error_of([] { save_safetensors("/no/such/dir/model.safetensors", {}); }); },
+      "save_safetensors: cannot open /no/such/dir/model.safetensors: No such file or directory");
+  const std::string p = tmp + "/wick_catalog_";
+  add("T02", "load_safetensors: {path}: the file has {n} bytes, fewer than the 8 of the header length",
+      [] { return load_error(scratch_file("f02", "abcde")); },
+      "load_safetensors: " + p + "f02: the file has 5 bytes, fewer than the 8 of the header length");
+  add("T03", "load_safetensors: {path}: the header length {n} is larger than the {m} bytes after it",
+      [] { return load_error(st_file("f03", std::string(10, ' '), 0, 100)); },
+      "load_safetensors: " + p + "f03: the header length 100 is larger than the 10 bytes after it");
+  std::string parse_detail;
+  try {
+    (void)nlohmann::json::parse(R"({"a": )");
+  } catch (const nlohmann::json::parse_error& err) {
+    parse_detail = err.what();
+  }
+  add("T04", "load_safetensors: {path}: the header is not valid JSON: {detail}",
+      [] { return load_error(st_file("f04", R"({"a": )", 0)); },
+      "load_safetensors: " + p + "f04: the header is not valid JSON: " + parse_detail);
+  add("T05", "load_safetensors: {path}: the header is not a JSON object", [] { return load_error(st_file("f05", "[1, 2]", 0)); },
+      "load_safetensors: " + p + "f05: the header is not a JSON object");
+  const char* f06 = "load_safetensors: {path}: tensor '{name}' {problem}";
+  const std::vector<std::pair<std::string, std::string>> bad_entries = {
+      {R"({"w": 3})", "is not a JSON object"},
+      {R"({"w": {"shape": [2], "data_offsets": [0, 8]}})", "has no \"dtype\" string"},
+      {R"({"w": {"dtype": "I8", "shape": [2], "data_offsets": [0, 2]}})",
+       "has dtype \"I8\", which wick cannot hold (it reads U8, U32, I16, I32, I64, BF16, F16, F32, F64, and BOOL as U8)"},
+      {R"({"w": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}})", "has no \"shape\" array of non-negative integers"},
+      {R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}})",
+       "has no \"data_offsets\" pair [begin, end] of integers with begin <= end"},
+      {R"({"w": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 8]}})",
+       "has shape [4294967296, 4294967296], too large to address"},
+      {R"({"w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})", "spans 8 bytes but shape [3] of F32 needs 12"},
+  };
+  for (size_t i = 0; i < bad_entries.size(); ++i) {
+    const std::string name = "f06_" + std::to_string(i), header = bad_entries[i].first;
+    add("T06", f06, [name, header] { return load_error(st_file(name, header, 8)); },
+        "load_safetensors: " + p + name + ": tensor 'w' " + bad_entries[i].second);
+  }
+  add("T07",
+      "load_safetensors: {path}: the data offsets must tile the data section without gaps or overlaps, but tensor "
+      "'{name}' starts at byte {begin}, not {expected}",
+      [] {
+        return load_error(st_file("f07",
+                                  R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},)"
+                                  R"( "b": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}})",
+                                  12));
+      },
+      "load_safetensors: " + p +
+          "f07: the data offsets must tile the data section without gaps or overlaps, but tensor 'b' starts at byte 8, not 4");
+  add("T08", "load_safetensors: {path}: the data offsets end at byte {end} but the data section has {size} bytes",
+      [] { return load_error(st_file("f08", R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})", 8)); },
+      "load_safetensors: " + p + "f08: the data offsets end at byte 4 but the data section has 8 bytes");
+  add("T09", "load_safetensors: {path}: __metadata__ is not an object of strings{detail}",
+      [] { return load_error(st_file("f09", R"({"__metadata__": {"step": 3}})", 0)); },
+      "load_safetensors: " + p + "f09: __metadata__ is not an object of strings (the value of 'step' is not a string)");
+  add("T09", "load_safetensors: {path}: __metadata__ is not an object of strings{detail}",
+      [] { return load_error(st_file("f09b", R"({"__metadata__": "x"})", 0)); },
+      "load_safetensors: " + p + "f09b: __metadata__ is not an object of strings");
+  add("T10", "load_safetensors: {path}: the header names '{name}' twice",
+      [] {
+        return load_error(st_file("f10",
+                                  R"({"w": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]},)"
+                                  R"( "w": {"dtype": "U8", "shape": [1], "data_offsets": [1, 2]}})",
+                                  2));
+      },
+      "load_safetensors: " + p + "f10: the header names 'w' twice");
+  add("T11", "save_safetensors: the name '__metadata__' is reserved for the metadata",
+      [p] {
+        return error_of([&] { save_safetensors(p + "f11", {{"__metadata__", Tensor::zeros({1}, DType::F32, D::cpu())}}); });
+      },
+      "save_safetensors: the name '__metadata__' is reserved for the metadata");
+  add("T12", "save_safetensors: tensor '{name}' is an empty (default-constructed) tensor",
+      [p] { return error_of([&] { save_safetensors(p + "f12", {{"w", Tensor()}}); }); },
+      "save_safetensors: tensor 'w' is an empty (default-constructed) tensor");
+  // ---- DLPack ----
+  add("L12", "{op}: {what} is an empty (default-constructed) tensor", [] { return error_of([] { to_dlpack(Tensor()); }); },
+      "to_dlpack: the tensor is an empty (default-constructed) tensor");
+  add("D01", "from_dlpack: the DLManagedTensor pointer is null", [] { return error_of([] { from_dlpack(nullptr); }); },
+      "from_dlpack: the DLManagedTensor pointer is null");
+  add("D02", "from_dlpack: device type {type} is not one wick can use (kDLCPU, kDLCUDAHost, kDLCUDA, kDLCUDAManaged)",
+      [] { return dl_error([](Dl& d) { d.m.dl_tensor.device.device_type = kDLOpenCL; }); },
+      "from_dlpack: device type 4 is not one wick can use (kDLCPU, kDLCUDAHost, kDLCUDA, kDLCUDAManaged)");
+  e.push_back({"D03", "from_dlpack: the tensor lives on a CUDA device and this build of wick has no CUDA support",
+               Where::CpuOnlyBuild, [](D) { return dl_error([](Dl& d) { d.m.dl_tensor.device.device_type = kDLCUDA; }); },
+               "from_dlpack: the tensor lives on a CUDA device and this build of wick has no CUDA support"});
+  add("D04", "from_dlpack: dtype code {code}, {bits} bits, {lanes} lanes has no wick dtype",
+      [] { return dl_error([](Dl& d) { d.m.dl_tensor.dtype = {kDLComplex, 64, 1}; }); },
+      "from_dlpack: dtype code 5, 64 bits, 1 lanes has no wick dtype");
+  add("D04", "from_dlpack: dtype code {code}, {bits} bits, {lanes} lanes has no wick dtype",
+      [] { return dl_error([](Dl& d) { d.m.dl_tensor.dtype = {kDLFloat, 32, 4}; }); },
+      "from_dlpack: dtype code 2, 32 bits, 4 lanes has no wick dtype");
+  add("D05", "from_dlpack: ndim {ndim} with shape {shape} is not a valid shape",
+      [] { return dl_error([](Dl& d) { d.m.dl_tensor.ndim = -1; }); },
+      "from_dlpack: ndim -1 with shape [] is not a valid shape");
+  add("D05", "from_dlpack: ndim {ndim} with shape {shape} is not a valid shape",
+      [] { return dl_error([](Dl& d) { d.m.dl_tensor.shape = nullptr; }); },
+      "from_dlpack: ndim 1 with shape null is not a valid shape");
+  add("D06", "from_dlpack: strides {strides:?} (shape {shape:?}) have a negative entry; wick's strides only move forward",
+      [] { return dl_error([](Dl& d) { d.strides[0] = -1; }); },
+      "from_dlpack: strides [-1] (shape [2]) have a negative entry; wick's strides only move forward");
+  add("D07", "from_dlpack: byte_offset {n} is not a multiple of the element size {size}",
+      [] { return dl_error([](Dl& d) { d.m.dl_tensor.byte_offset = 3; }); },
+      "from_dlpack: byte_offset 3 is not a multiple of the element size 8");
+  add("D08", "from_dlpack: data is null for a tensor of shape {shape:?}",
+      [] { return dl_error([](Dl& d) { d.m.dl_tensor.data = nullptr; }); },
+      "from_dlpack: data is null for a tensor of shape [2]");
+  return e;
+}
+
 std::vector<Entry> catalogue() {
   std::vector<Entry> all;
-  for (auto part : {tensor_entries(), storage_entries(), ops_entries(), autograd_entries(), cuda_entries()})
+  for (auto part : {tensor_entries(), storage_entries(), ops_entries(), autograd_entries(), cuda_entries(), io_entries()})
     all.insert(all.end(), part.begin(), part.end());
   return all;
 }
@@ -871,11 +1042,11 @@ TEST_CASE("error catalogue: docs/errors.md lists exactly these sections' message
   const auto docs = catalog::documented_messages(md);
   std::map<std::string, std::string> tested;
   for (const Entry& e : catalogue()) tested[e.id] = e.templ;
-  catalog::check_sections_in_sync(docs, "LSOGC", tested, kUntestable);
+  catalog::check_sections_in_sync(docs, "LSOGCTDN", tested, kUntestable);
   // Every section of the file belongs to one of the catalogue tests (F: test_npy.cpp).
   for (const auto& [id, templ] : docs) {
     INFO(id, ": ", templ);
-    CHECK(std::string("AWXP" "LSOGC" "F").find(id[0]) != std::string::npos);
+    CHECK(std::string("AWXP" "LSOGC" "F" "TDN").find(id[0]) != std::string::npos);
   }
 }
 
