@@ -95,8 +95,10 @@ struct Formatter {
     return buf;
   }
   std::string operator()(const Value& v) const {
-    std::string s = raw(v);
-    return std::string(width > s.size() ? width - s.size() : 0, ' ') + s;
+    const std::string s = raw(v);
+    std::string out(width > s.size() ? width - s.size() : 0, ' ');
+    out += s;
+    return out;
   }
 };
 
@@ -143,7 +145,8 @@ std::string to_string(const Tensor& t) {
         // Wrap a long row of the last dim, continuing under its first element.
         if (depth == r && s.size() - line_start + item.size() + 1 > kLineWidth && s.back() == ' ') {
           s.pop_back();
-          s += "\n" + std::string(r, ' ');
+          s += '\n';
+          s.append(r, ' ');
           line_start = s.size() - r;
         }
         s += item;
@@ -154,7 +157,9 @@ std::string to_string(const Tensor& t) {
           s += ", ";
           return;
         }
-        s += "," + std::string(r - k - 1, '\n') + std::string(k + 1, ' ');
+        s += ',';
+        s.append(r - k - 1, '\n');
+        s.append(k + 1, ' ');
         line_start = s.size() - (k + 1);
       },
       [&](size_t) { s += "]"; });

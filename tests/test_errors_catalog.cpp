@@ -22,6 +22,7 @@
 #include "devices.h"
 #include "io/dlpack.h"
 #include "io/safetensors.h"
+#include "nn/nn.h"
 #include "errors_catalog.h"
 #include "tensor/device_fault.h"
 #include "ops/ops.h"
@@ -955,9 +956,50 @@ std::vector<Entry> io_entries() {
   return e;
 }
 
+std::vector<Entry> nn_entries() {
+  std::vector<Entry> e;
+  auto lin_sd = [] { return nn::Linear(4, 8, true, DType::F32, D::cpu(), 1).state_dict(); };
+  e.push_back({"N01", "load_state_dict: '{name}' is an empty (default-constructed) tensor in the state dict", Where::Cpu,
+               [lin_sd](D) {
+                 auto sd = lin_sd();
+                 sd["weight"] = Tensor();
+                 return error_of([&] { nn::Linear(4, 8).load_state_dict(sd); });
+               },
+               "load_state_dict: 'weight' is an empty (default-constructed) tensor in the state dict"});
+  e.push_back({"N02", "load_state_dict: '{name}' has shape {shape:?} in the state dict but {shape2:?} in the module",
+               Where::Devices,
+               [lin_sd](D d) {
+                 return error_of([&] { nn::Linear(4, 3, true, DType::F32, d).load_state_dict(lin_sd()); });
+               },
+               "load_state_dict: 'weight' has shape [8, 4] in the state dict but [3, 4] in the module"});
+  e.push_back({"N03", "load_state_dict: the state dict lacks {n} parameter(s) of the module: {names}", Where::Cpu,
+               [lin_sd](D) {
+                 auto sd = lin_sd();
+                 sd.erase("bias");
+                 return error_of([&] { nn::Linear(4, 8).load_state_dict(sd); });
+               },
+               "load_state_dict: the state dict lacks 1 parameter(s) of the module: bias"});
+  e.push_back({"N04", "load_state_dict: the state dict has {n} name(s) the module does not: {names}", Where::Cpu,
+               [lin_sd](D) {
+                 auto sd = lin_sd();
+                 for (int i = 0; i < 6; ++i) sd["extra" + std::to_string(i)] = Tensor::zeros({1}, DType::F32, D::cpu());
+                 return error_of([&] { nn::Linear(4, 8).load_state_dict(sd); });
+               },
+               "load_state_dict: the state dict has 6 name(s) the module does not: extra0, extra1, extra2, extra3, extra4, "
+               "... (6 in all)"});
+  e.push_back({"N05", "clip_grad_norm: max_norm must be >= 0, got {max_norm}", Where::Cpu,
+               [](D) { return error_of([] { nn::clip_grad_norm({}, -1.0); }); }, "clip_grad_norm: max_norm must be >= 0, got -1"});
+  e.push_back({"N06",
+               "CosineSchedule: needs 0 < total_steps and warmup_steps <= total_steps, got total_steps {total}, warmup_steps "
+               "{warmup}",
+               Where::Cpu, [](D) { return error_of([] { nn::CosineSchedule(1e-3, 100, 200); }); },
+               "CosineSchedule: needs 0 < total_steps and warmup_steps <= total_steps, got total_steps 100, warmup_steps 200"});
+  return e;
+}
+
 std::vector<Entry> catalogue() {
   std::vector<Entry> all;
-  for (auto part : {tensor_entries(), storage_entries(), ops_entries(), autograd_entries(), cuda_entries(), io_entries()})
+  for (auto part : {tensor_entries(), storage_entries(), ops_entries(), autograd_entries(), cuda_entries(), io_entries(), nn_entries()})
     all.insert(all.end(), part.begin(), part.end());
   return all;
 }
