@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The GPU check: every test on Cpu and Cuda, the CUDA gradient checks, the training example
-# and the demo on the GPU, and compute-sanitizer memcheck over the CUDA op and attention
+# The GPU check: every test on Cpu and Cuda, the CUDA gradient checks, the training examples
+# (train_mlp, tiny_lm) and the demo on the GPU, and compute-sanitizer memcheck over the CUDA op and attention
 # tests. Run on a machine with a GPU from the repository root:
 #   scripts/gpu-suite.sh [BUILD_DIR] [OUT_DIR]
-# BUILD_DIR holds tests/wick_tests, examples/train_mlp and examples/demo (default build);
+# BUILD_DIR holds tests/wick_tests, examples/train_mlp, examples/tiny_lm and examples/demo
+# (default build);
 # logs go to OUT_DIR (default .). Exits non-zero when any step fails.
 set -uo pipefail
 build=${1:-build}
@@ -23,9 +24,10 @@ step() {  # step NAME COMMAND...: runs COMMAND, logs to OUT/NAME.log, prints the
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 step tests "$build/tests/wick_tests"
 step train_mlp "$build/examples/train_mlp"
+step tiny_lm "$build/examples/tiny_lm" --device cuda --save "$out/tiny_lm.safetensors"
 step demo "$build/examples/demo"
 if command -v compute-sanitizer >/dev/null; then
   step memcheck timeout 300 compute-sanitizer --tool memcheck --error-exitcode 1 \
-    "$build/tests/wick_tests" -tc="ops:*,attention: random*,attention backward*,gradcheck cuda*,flash kernels: sanitizer subset"
+    "$build/tests/wick_tests" -tc="ops:*,research ops*,rand*,dropout*,rope*,attention: random*,attention backward*,gradcheck cuda*,tiny_lm: greedy*,flash kernels: sanitizer subset"
 fi
 exit $status
