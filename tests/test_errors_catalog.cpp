@@ -858,7 +858,8 @@ std::vector<Entry> io_entries() {
       "load_safetensors: " + p + "f03: the header length 100 is larger than the 10 bytes after it");
   std::string parse_detail;
   try {
-    (void)nlohmann::json::parse(R"({"a": )");
+    const nlohmann::json unreachable = nlohmann::json::parse(R"({"a": )");
+    parse_detail = unreachable.dump();
   } catch (const nlohmann::json::parse_error& err) {
     parse_detail = err.what();
   }

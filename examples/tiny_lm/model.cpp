@@ -156,7 +156,6 @@ Tensor prefill(const Model& m, KvCaches& caches, const std::vector<uint64_t>& se
   Tensor seqlens_q = Tensor::from_vec(cu_q, {cu_q.size()}, dev);
   // Query i of a sequence sits after its cached tokens: positions continue from the cache.
   Tensor positions = varlen_positions(seqlens_q, Tensor::from_vec(cu_k, {cu_k.size()}, dev));
-  const float scale = 1.0f / std::sqrt(static_cast<float>(m.cfg.head_dim()));
   Attend attend = [&](size_t layer, const Tensor& q, const Tensor& k, const Tensor& v) {
     PagedKvCache& cache = caches.layers[layer];
     for (size_t b = 0; b < seq_ids.size(); ++b)
@@ -165,8 +164,7 @@ Tensor prefill(const Model& m, KvCaches& caches, const std::vector<uint64_t>& se
     cache.bind(op, seq_ids);  // block_table, seqlens_k, page_block_size, max_seqlen_k
     op.seqlens_q = seqlens_q;
     op.max_seqlen_q = max_q;
-    op.softmax_scale = scale;
-    op.window_size_right = 0;  // causal, aligned bottom-right: the new tokens follow the cache
+    op.causal = true;  // aligned bottom-right: the new tokens follow the cache; scale 1/sqrt(d)
     return op.forward(q, cache.k(), cache.v());
   };
   autograd::NoGradGuard no_grad;
