@@ -87,10 +87,8 @@ struct HostIndices {
 };
 HostIndices host_indices(const Tensor& idx);
 
-}  // namespace wick::ops_detail
-
-namespace wick::ops_detail {
 // gather along dim with idx already a checked contiguous I64 tensor of x's rank (ops/gather.cpp);
-// recorded for autograd like gather.
+// recorded for autograd like gather. The losses use it after checking their targets.
 Tensor gather_checked(const Tensor& x, size_t dim, const Tensor& idx);
+
 }  // namespace wick::ops_detail

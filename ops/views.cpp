@@ -40,13 +40,17 @@ Tensor Tensor::t() const {
 }
 
 Tensor Tensor::permute(const DimList& dim_list) const {
-  // Negative entries count from the end; anything else out of range is left for the
-  // permutation check, whose message shows the list.
+  // Negative entries count from the end. An entry outside [-rank, rank) fails the permutation
+  // check; its message shows the list as given.
+  const int64_t r = static_cast<int64_t>(rank());
   std::vector<size_t> dims;
-  for (int64_t d : dim_list.values())
-    dims.push_back(d < 0 && d >= -static_cast<int64_t>(rank()) ? static_cast<size_t>(d + static_cast<int64_t>(rank()))
-                                                                : static_cast<size_t>(d));
-  Layout l = layout().permute(dims);  // validates dims
+  for (int64_t d : dim_list.values()) {
+    if (d < -r || d >= r)
+      throw Error("permute: shape " + to_string(shape()) + ", dims " + to_string(dim_list.values()) +
+                  " is not a permutation of 0.." + std::to_string(rank()));
+    dims.push_back(static_cast<size_t>(d < 0 ? d + r : d));
+  }
+  Layout l = layout().permute(dims);  // validates that dims is a permutation
   std::vector<size_t> inverse(dims.size());
   for (size_t i = 0; i < dims.size(); ++i) inverse[dims[i]] = i;
   return autograd::record(view(*this, std::move(l)), "permute", {*this},

@@ -215,6 +215,9 @@ std::vector<Entry> tensor_entries() {
   e.push_back({"L18", "layout: stride {stride:?} has a negative entry (shape {shape:?})", Where::Cpu,
                [](D) { return error_of([] { Layout l(Shape{2, 3}, {3, -1}, 2); }); },
                "layout: stride [3, -1] has a negative entry (shape [2, 3])"});
+  e.push_back({"L03", "permute: shape {shape:?}, dims {dims:?} is not a permutation of 0..{rank}", Where::Devices,
+               [](D d) { return error_of([&] { x234(d).permute({-4, 0, 1}); }); },
+               "permute: shape [2, 3, 4], dims [-4, 0, 1] is not a permutation of 0..3"});
   e.push_back({"L19", "reshape: {dims:?} may hold one -1 (the size to infer) and no other negative size", Where::Devices,
                [](D d) { return error_of([&] { x234(d).reshape({-1, -1}); }); },
                "reshape: [-1, -1] may hold one -1 (the size to infer) and no other negative size"});
