@@ -57,7 +57,7 @@ void gather(size_t elem_size, const void* x, const StridedView& xv, const int64_
   if (n == 0) return;
   const bool known = visit_elem_bytes(elem_size, [&](auto zero) {
     using U = decltype(zero);
-    gather_kernel<U><<<blocks_for(n), kThreads, 0, cudaStreamLegacy>>>(static_cast<const U*>(x), xv, idx, iv, dim,
+    gather_kernel<U><<<blocks_for(n), kThreads, 0, launch_stream()>>>(static_cast<const U*>(x), xv, idx, iv, dim,
                                                                        static_cast<U*>(out), n);
   });
   if (!known) throw_error("gather kernel: element size must be 1, 2, 4 or 8, got " + std::to_string(elem_size));
@@ -69,10 +69,10 @@ void scatter_add(ElemType type, void* dst, const StridedView& dv, const int64_t*
   const int64_t n = count(iv);
   if (n == 0) return;
   if (type == ElemType::F32)
-    scatter_add_kernel<float><<<blocks_for(n), kThreads, 0, cudaStreamLegacy>>>(
+    scatter_add_kernel<float><<<blocks_for(n), kThreads, 0, launch_stream()>>>(
         static_cast<float*>(dst), dv, idx, iv, dim, static_cast<const float*>(src), sv, n);
   else if (type == ElemType::F64)
-    scatter_add_kernel<double><<<blocks_for(n), kThreads, 0, cudaStreamLegacy>>>(
+    scatter_add_kernel<double><<<blocks_for(n), kThreads, 0, launch_stream()>>>(
         static_cast<double*>(dst), dv, idx, iv, dim, static_cast<const double*>(src), sv, n);
   else
     throw_error("scatter_add kernel: F32 or F64 only, got " + elem_type_name(type));

@@ -34,7 +34,7 @@ void fill_uniform(ElemType type, void* out, int64_t n, uint64_t seed) {
   if (n == 0) return;
   visit_floats(type, "rand kernel: float types only", [&](auto zero) {
     using T = decltype(zero);
-    uniform_kernel<T><<<blocks_for(n), kThreads, 0, cudaStreamLegacy>>>(static_cast<T*>(out), n, seed,
+    uniform_kernel<T><<<blocks_for(n), kThreads, 0, launch_stream()>>>(static_cast<T*>(out), n, seed,
                                                                         uniform_bits(type));
   });
   WICK_CUDA_CHECK(cudaGetLastError());
@@ -44,7 +44,7 @@ void fill_randint(ElemType type, void* out, int64_t n, uint64_t seed, int64_t lo
   if (n == 0) return;
   visit_all(type, [&](auto zero) {
     using T = decltype(zero);
-    randint_kernel<T><<<blocks_for(n), kThreads, 0, cudaStreamLegacy>>>(static_cast<T*>(out), n, seed, low, range);
+    randint_kernel<T><<<blocks_for(n), kThreads, 0, launch_stream()>>>(static_cast<T*>(out), n, seed, low, range);
   });
   WICK_CUDA_CHECK(cudaGetLastError());
 }
@@ -54,7 +54,7 @@ void dropout(ElemType type, const void* x, const StridedView& xv, void* out, int
   if (n == 0) return;
   visit_floats(type, "dropout kernel: float types only", [&](auto zero) {
     using T = decltype(zero);
-    dropout_kernel<T><<<blocks_for(n), kThreads, 0, cudaStreamLegacy>>>(
+    dropout_kernel<T><<<blocks_for(n), kThreads, 0, launch_stream()>>>(
         static_cast<const T*>(x), xv, static_cast<T*>(out), n, seed, threshold, static_cast<acc_t<T>>(scale));
   });
   WICK_CUDA_CHECK(cudaGetLastError());

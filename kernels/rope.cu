@@ -24,7 +24,7 @@ void rope(ElemType type, const void* x, void* out, const int64_t* positions, con
   if (n == 0) return;
   visit_floats(type, "rope kernel: float types only", [&](auto zero) {
     using T = decltype(zero);
-    rope_kernel<T><<<blocks_for(n), kThreads, 0, cudaStreamLegacy>>>(static_cast<const T*>(x), static_cast<T*>(out),
+    rope_kernel<T><<<blocks_for(n), kThreads, 0, launch_stream()>>>(static_cast<const T*>(x), static_cast<T*>(out),
                                                                      positions, p, n);
   });
   WICK_CUDA_CHECK(cudaGetLastError());

@@ -32,7 +32,7 @@ void cumsum(ElemType type, const void* x, void* out, int64_t outer, int64_t n, i
   if (lines == 0 || n == 0) return;
   visit_all(type, [&](auto zero) {
     using T = decltype(zero);
-    cumsum_kernel<T><<<blocks_for(lines), kThreads, 0, cudaStreamLegacy>>>(static_cast<const T*>(x),
+    cumsum_kernel<T><<<blocks_for(lines), kThreads, 0, launch_stream()>>>(static_cast<const T*>(x),
                                                                            static_cast<T*>(out), outer, n, inner,
                                                                            reverse);
   });

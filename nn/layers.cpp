@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "autograd/node.h"
+#include "tensor/grad_node.h"
 #include "ops/ops.h"
 
 namespace wick::nn {

@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "autograd/node.h"
+#include "tensor/grad_node.h"
 #include "io/safetensors.h"
 #include "ops/ops.h"
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "autograd/node.h"
+#include "tensor/grad_node.h"
 #include "ops/ops.h"
 
 namespace wick::nn {

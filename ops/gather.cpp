@@ -93,14 +93,16 @@ void scatter_add_into(const Tensor& dst, size_t dim, const Tensor& idx, const Te
   if (idx.elem_count() == 0) return;
   if (dst.device().is_cpu()) {
     const int64_t* iv = cpu_base<int64_t>(idx) + idx.layout().start_offset();
-    visit_float("scatter_add", dst, [&](auto zero) {
+    auto add = [&](auto zero) {  // dst and src are F32 or F64 (the accumulation types)
       using T = decltype(zero);
       T* d = cpu_base_mut<T>(dst);
       const T* s = cpu_base<T>(src);
       for_each_coord(idx.shape(), [&](size_t e, const std::vector<size_t>& c) {
         d[offset_of(dst.layout(), c, dim, iv[e])] += s[offset_of(src.layout(), c, dim, -1)];
       });
-    });
+    };
+    if (dst.dtype() == DType::F64) add(double{});
+    else add(float{});
     return;
   }
 #ifdef WICK_WITH_CUDA
