@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "seed.h"
 #include "test_ops_util.h"
 
 using namespace wick;
@@ -42,7 +43,7 @@ TEST_CASE("nn: the layers compute what their ops compute, with PyTorch's shapes 
     CHECK(lin.weight.requires_grad());
     const double bound = 1 / std::sqrt(5.0);
     for (double w : lin.weight.to_f64_vec()) CHECK(std::fabs(w) <= bound);
-    Tensor x = Tensor::randn({2, 4, 5}, DType::F64, dev, 2);
+    Tensor x = Tensor::randn({2, 4, 5}, DType::F64, dev, test::seed(2));
     check_close(lin.forward(x), add(matmul(x, lin.weight.t()), lin.bias).to_f64_vec(), 1e-12);
     CHECK_FALSE(nn::Linear(5, 3, false, DType::F32, dev, 1).bias.defined());
 
@@ -93,7 +94,7 @@ TEST_CASE("nn: a state dict saved through safetensors loads into another model, 
         INFO(name);
         check_close(b.state_dict().at(name), t.to_dtype(dt).to_f64_vec(), 0);
       }
-      Tensor x = Tensor::randn({3, 4}, DType::F32, Device::cpu(), 5);
+      Tensor x = Tensor::randn({3, 4}, DType::F32, Device::cpu(), test::seed(5));
       check_close(b.forward(x.to_dtype(dt).to_device(dev)), a.forward(x).to_f64_vec(), 4 * std::max(tol_for(dt), tol_for(DType::F32)));
     }
   }

@@ -1,10 +1,11 @@
 // Random tensors and dropout (counter-based: the same values on every device for a seed),
-// and rotary position embeddings against a direct double loop. Seeds come from
-// WICK_TEST_SEED when set and are printed.
+// and rotary position embeddings against a direct double loop. Seeds derive from
+// WICK_TEST_SEED (tests/seed.h).
 #include <cmath>
 #include <cstdlib>
 #include <set>
 
+#include "seed.h"
 #include "test_ops_util.h"
 
 using namespace wick;
@@ -12,15 +13,8 @@ using namespace wick::test;
 
 namespace {
 
-uint64_t test_seed() {
-  static const uint64_t seed = [] {
-    const char* env = std::getenv("WICK_TEST_SEED");
-    uint64_t s = env ? std::strtoull(env, nullptr, 10) : 20240611;
-    MESSAGE("random and rope tests: seed ", s, " (set WICK_TEST_SEED to replay)");
-    return s;
-  }();
-  return seed;
-}
+// The generators' seed, moved by WICK_TEST_SEED (tests/seed.h; the binary prints the base).
+uint64_t test_seed() { return test::seed(20240611); }
 
 // The rotation of one (total, heads, D) tensor written out in doubles.
 std::vector<double> rope_ref(const std::vector<double>& x, const std::vector<int64_t>& pos, size_t heads, size_t d,
@@ -144,19 +138,19 @@ TEST_CASE("rope: both conventions and partial rotation against a double loop, on
       for (bool interleaved : {false, true})
         for (size_t rd : {size_t{0}, size_t{4}}) {
           INFO(dtype_name(dt), interleaved ? " interleaved" : " half rotation", " rotary_dim ", rd);
-          Tensor x = Tensor::randn({8, 2, 8}, dt, dev, 5);
+          Tensor x = Tensor::randn({8, 2, 8}, dt, dev, test::seed(5));
           Tensor y = rope(x, pos, 500.0, interleaved ? RopeStyle::Interleaved : RopeStyle::HalfRotation, rd);
           CHECK(y.shape() == x.shape());
           check_close(y, rope_ref(x.to_f64_vec(), pv, 2, 8, rd ? rd : 8, 500.0, interleaved), 2 * tol_for(dt));
         }
     // position 0 is the identity; positions of any leading shape (B, T) for x (B, T, H, D)
-    Tensor x = Tensor::randn({2, 3, 1, 4}, DType::F64, dev, 6);
+    Tensor x = Tensor::randn({2, 3, 1, 4}, DType::F64, dev, test::seed(6));
     Tensor p2 = Tensor::from_vec(std::vector<int32_t>{0, 1, 2, 5, 6, 7}, {2, 3}, dev);
     Tensor y = rope(x, p2);
     check_close(y, rope_ref(x.to_f64_vec(), {0, 1, 2, 5, 6, 7}, 1, 4, 4, 10000.0, false), 1e-12);
     CHECK(y.narrow(0, 0, 1).narrow(1, 0, 1).to_f64_vec() == x.narrow(0, 0, 1).narrow(1, 0, 1).to_f64_vec());
     // a strided x (a transposed view) reads through its layout
-    Tensor xt = Tensor::randn({8, 8, 2}, DType::F64, dev, 7).transpose(1, 2);
+    Tensor xt = Tensor::randn({8, 8, 2}, DType::F64, dev, test::seed(7)).transpose(1, 2);
     check_close(rope(xt, pos), rope_ref(xt.to_f64_vec(), pv, 2, 8, 8, 10000.0, false), 1e-12);
   }
 }

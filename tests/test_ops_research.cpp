@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "seed.h"
 #include "test_ops_util.h"
 
 using namespace wick;
@@ -40,7 +41,7 @@ TEST_CASE("research ops: sin, cos, abs, gelu_erf and clamp match the C library o
   for (Device dev : test_devices()) {
     DEVICE_CONTEXT(dev);
     for (DType dt : float_dtypes())
-      for (const Labelled& in : layouts({3, 5}, dt, dev, 7)) {
+      for (const Labelled& in : layouts({3, 5}, dt, dev, test::seed(7))) {
         for (const Case& c : cases) {
           INFO(c.name, " ", dtype_name(dt), " ", in.layout);
           Tensor out = c.op(in.t);
@@ -139,7 +140,7 @@ TEST_CASE("research ops: cumsum along any dim, every dtype, strided input") {
     CHECK(cumsum(ints, 0).to_vec<int32_t>() == std::vector<int32_t>{5, 3, 10});
     for (DType dt : float_dtypes()) {
       INFO(dtype_name(dt));
-      Tensor r = Tensor::randn({3, 40}, dt, dev, 3);
+      Tensor r = Tensor::randn({3, 40}, dt, dev, test::seed(3));
       std::vector<double> v = vals(r), want(v.size());
       for (size_t i = 0; i < 3; ++i) {
         double s = 0;
@@ -198,7 +199,7 @@ TEST_CASE("research ops: tril and triu keep their triangle of the last two dims"
 TEST_CASE("research ops: softmax and log_softmax over any dim equal the last-dim op on the moved tensor") {
   for (Device dev : test_devices()) {
     DEVICE_CONTEXT(dev);
-    Tensor x = Tensor::randn({3, 4, 5}, DType::F64, dev, 11);
+    Tensor x = Tensor::randn({3, 4, 5}, DType::F64, dev, test::seed(11));
     for (int64_t d : {0, 1, -1, -3}) {
       INFO("dim ", d);
       const size_t r = d < 0 ? static_cast<size_t>(d + 3) : static_cast<size_t>(d);
@@ -215,7 +216,7 @@ TEST_CASE("research ops: softmax and log_softmax over any dim equal the last-dim
 TEST_CASE("research ops: cross_entropy and nll_loss against the formula, with ignore_index") {
   for (Device dev : test_devices()) {
     DEVICE_CONTEXT(dev);
-    Tensor logits = Tensor::randn({4, 5}, DType::F64, dev, 21);
+    Tensor logits = Tensor::randn({4, 5}, DType::F64, dev, test::seed(21));
     std::vector<double> lv = vals(logits);
     std::vector<int64_t> t = {3, 0, -100, 4};
     auto log_p = [&](size_t n, size_t c) {
@@ -263,7 +264,7 @@ TEST_CASE("research ops: allclose") {
 TEST_CASE("research ops: Tensor methods are the free functions") {
   for (Device dev : test_devices()) {
     DEVICE_CONTEXT(dev);
-    Tensor x = Tensor::randn({3, 4}, DType::F64, dev, 31), w = Tensor::randn({4, 2}, DType::F64, dev, 32);
+    Tensor x = Tensor::randn({3, 4}, DType::F64, dev, test::seed(31)), w = Tensor::randn({4, 2}, DType::F64, dev, test::seed(32));
     CHECK(x.sum().rank() == 0);
     CHECK(x.sum().item() == doctest::Approx(sum_all(x).item()));
     CHECK(x.mean().item() == doctest::Approx(mean_all(x).item()));
@@ -294,7 +295,7 @@ TEST_CASE("research ops: Tensor methods are the free functions") {
 TEST_CASE("research ops: zeros_like, ones_like and full_like") {
   for (Device dev : test_devices()) {
     DEVICE_CONTEXT(dev);
-    Tensor x = Tensor::randn({2, 3}, DType::BF16, dev, 1).t();
+    Tensor x = Tensor::randn({2, 3}, DType::BF16, dev, test::seed(1)).t();
     Tensor z = zeros_like(x), o = ones_like(x, DType::I32), f = full_like(x, 2.5);
     CHECK(z.shape() == Shape{3, 2});
     CHECK(z.dtype() == DType::BF16);
