@@ -32,7 +32,7 @@ Tensor Tensor::transpose(size_t dim0, size_t dim1) const {
 }
 
 Tensor Tensor::t() const {
-  if (rank() < 2) throw Error("t: shape " + to_string(shape()) + " has rank < 2");
+  if (rank() < 2) throw Error("L08", "t: shape " + to_string(shape()) + " has rank < 2");
   return transpose(rank() - 2, rank() - 1);
 }
 
