@@ -388,6 +388,13 @@ std::vector<Entry> catalogue() {
                  return raised_by([&] { write_kv_slots(kc, vc, k1, v1, slots); });
                },
                "write_kv_slots: slots is [1] I32 on Cpu, expected [1] I64 on Cpu, contiguous"});
+  e.push_back({"P15", "PagedKvCache::step_layout: {n} query lengths for {batch} sequences", false,
+               [](D d) {
+                 PagedKvCache c(2, 32, 1, 8, DType::BF16, d);
+                 c.reserve(3, 1), c.reserve(4, 1);
+                 return raised_by([&] { c.step_layout({3, 4}, {1}); });
+               },
+               "PagedKvCache::step_layout: 1 query lengths for 2 sequences"});
   e.push_back({"W14", "plan_step: block_table has {n} entries but {batch} sequences x block_table_cols {cols} = {expected}", false,
                [](D d) {
                  StepLayout l;
