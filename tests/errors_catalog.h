@@ -1,7 +1,7 @@
 // Shared by the error-catalogue tests (test_attention_errors.cpp, test_errors_catalog.cpp):
-// catching a message and its code, matching it against a {placeholder} template, and reading the
-// "### ID title" / "Message: `...`" entries of docs/errors.md, so the file and the tests
-// cannot drift apart. One parser for the whole catalogue.
+// catching a message and its code, matching it against a {placeholder} template, and
+// reading the "### ID title" / "Message: `...`" entries of docs/errors.md, so the file and
+// the tests cannot drift apart. One parser for the whole catalogue.
 #pragma once
 #include <doctest/doctest.h>
 
