@@ -11,18 +11,18 @@ std::string op_label(const CustomOp& op) { return "custom op '" + op.name + "'";
 const CustomOp::Forward& forward_for(const CustomOp& op, const Device& device) {
   const CustomOp::Forward& fwd = device.is_cpu() ? op.cpu_forward : op.cuda_forward;
   if (!fwd)
-    throw Error(op_label(op) + ": no " + (device.is_cpu() ? "cpu" : "cuda") + " forward, so it cannot run on " +
+    throw Error("G14", op_label(op) + ": no " + (device.is_cpu() ? "cpu" : "cuda") + " forward, so it cannot run on " +
                 to_string(device) + " inputs");
   return fwd;
 }
 
 void check_inputs(const CustomOp& op, const std::vector<Tensor>& inputs) {
-  if (op.name.empty()) throw Error("custom op: the op has no name (set CustomOp::name)");
-  if (inputs.empty()) throw Error(op_label(op) + ": called with no inputs");
+  if (op.name.empty()) throw Error("G11", "custom op: the op has no name (set CustomOp::name)");
+  if (inputs.empty()) throw Error("G12", op_label(op) + ": called with no inputs");
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].defined()) throw Error(op_label(op) + ": input " + std::to_string(i) + " is an empty (default-constructed) tensor");
+    if (!inputs[i].defined()) throw Error("G13", op_label(op) + ": input " + std::to_string(i) + " is an empty (default-constructed) tensor");
     if (!(inputs[i].device() == inputs[0].device()))
-      throw Error("device mismatch in " + op.name + ", lhs: " + to_string(inputs[0].device()) +
+      throw Error("A01", "device mismatch in " + op.name + ", lhs: " + to_string(inputs[0].device()) +
                   ", rhs: " + to_string(inputs[i].device()));
   }
 }
@@ -39,7 +39,7 @@ std::vector<Tensor> CustomOp::apply(const std::vector<Tensor>& inputs) const {
     if (!grad_enabled() || !inputs[i].requires_grad()) continue;
     needs_grad = true;
     if (!backward)
-      throw Error(op_label(*this) + ": input " + std::to_string(i) +
+      throw Error("G15", op_label(*this) + ": input " + std::to_string(i) +
                   " requires grad but the op has no backward; set CustomOp::backward, run it under "
                   "NoGradGuard, or pass detached inputs");
   }
@@ -54,10 +54,10 @@ std::vector<Tensor> CustomOp::apply(const std::vector<Tensor>& inputs) const {
     outputs = fwd(detached);
   }
   if (outputs.empty() || !outputs[0].defined())
-    throw Error(op_label(*this) + ": the " + (device.is_cpu() ? "cpu" : "cuda") + " forward returned no output");
+    throw Error("G16", op_label(*this) + ": the " + (device.is_cpu() ? "cpu" : "cuda") + " forward returned no output");
   for (size_t i = 0; i < outputs.size(); ++i)
     if (outputs[i].defined() && !(outputs[i].device() == device))
-      throw Error(op_label(*this) + ": forward output " + std::to_string(i) + " is on " +
+      throw Error("G17", op_label(*this) + ": forward output " + std::to_string(i) + " is on " +
                   to_string(outputs[i].device()) + " but the inputs are on " + to_string(device));
   if (!needs_grad) return outputs;
 

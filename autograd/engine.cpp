@@ -15,7 +15,7 @@ std::string describe(const Tensor& t) {
 }
 
 [[noreturn]] void throw_released(const Node& node) {
-  throw Error("backward: the graph through '" + node.name +
+  throw Error("G04", "backward: the graph through '" + node.name +
               "' was freed by an earlier backward pass; pass retain_graph = true to the first "
               "pass to run backward through the same graph twice");
 }
@@ -50,14 +50,14 @@ std::vector<Tensor> topological_order(const Tensor& root) {
 // Checks a node's output gradients against its inputs, naming the op on any mismatch.
 void check_input_grads(const Node& node, const std::vector<Tensor>& grads) {
   if (grads.size() != node.inputs.size())
-    throw Error("backward of '" + node.name + "': the rule returned " + std::to_string(grads.size()) +
+    throw Error("G05", "backward of '" + node.name + "': the rule returned " + std::to_string(grads.size()) +
                 " gradients for " + std::to_string(node.inputs.size()) + " inputs");
   for (size_t i = 0; i < grads.size(); ++i) {
     const Tensor& in = node.inputs[i];
     const Tensor& g = grads[i];
     if (!g.defined() || !in.defined() || !in.requires_grad()) continue;
     if (g.shape() != in.shape() || g.dtype() != in.dtype() || !(g.device() == in.device()))
-      throw Error("backward of '" + node.name + "': gradient for input " + std::to_string(i) + " is " +
+      throw Error("G06", "backward of '" + node.name + "': gradient for input " + std::to_string(i) + " is " +
                   describe(g) + " but the input is " + describe(in));
   }
 }
@@ -76,14 +76,14 @@ void add_into_leaf(const Tensor& leaf, const Tensor& g) {
 }  // namespace
 
 GradStore grad(const Tensor& root, const Tensor& seed, const BackwardOptions& options) {
-  if (!root.defined()) throw Error("backward: the output is an empty (default-constructed) tensor");
+  if (!root.defined()) throw Error("L12", "backward: the output is an empty (default-constructed) tensor");
   if (!root.requires_grad())
-    throw Error("backward: the tensor " + to_string(root.shape()) +
+    throw Error("G01", "backward: the tensor " + to_string(root.shape()) +
                 " does not require grad and has no graph (computed under NoGradGuard, detached, or "
                 "from inputs none of which requires grad)");
   if (!seed.defined() || seed.shape() != root.shape() || seed.dtype() != root.dtype() ||
       !(seed.device() == root.device()))
-    throw Error("backward: the seed gradient must match the output " + describe(root) + ", got " +
+    throw Error("G02", "backward: the seed gradient must match the output " + describe(root) + ", got " +
                 (seed.defined() ? describe(seed) : std::string("an empty (default-constructed) tensor")));
 
   NoGradGuard no_grad;  // backward rules compute values, never new graph
@@ -101,7 +101,7 @@ GradStore grad(const Tensor& root, const Tensor& seed, const BackwardOptions& op
     }
     Tensor g = options.keep_intermediate ? store.get(t) : store.take(t.id());
     if (!g.defined()) continue;  // every path from the root here had no gradient
-    if (!node->backward) throw Error("backward of '" + node->name + "': the node has no backward rule");
+    if (!node->backward) throw Error("G07", "backward of '" + node->name + "': the node has no backward rule");
     std::vector<Tensor> input_grads = node->backward(g);
     check_input_grads(*node, input_grads);
     for (size_t i = 0; i < input_grads.size(); ++i) {
@@ -116,9 +116,9 @@ GradStore grad(const Tensor& root, const Tensor& seed, const BackwardOptions& op
 }
 
 GradStore grad(const Tensor& root, const BackwardOptions& options) {
-  if (!root.defined()) throw Error("backward: the output is an empty (default-constructed) tensor");
+  if (!root.defined()) throw Error("L12", "backward: the output is an empty (default-constructed) tensor");
   if (root.elem_count() != 1)
-    throw Error("backward: the output has shape " + to_string(root.shape()) + " (" +
+    throw Error("G03", "backward: the output has shape " + to_string(root.shape()) + " (" +
                 std::to_string(root.elem_count()) +
                 " elements); without a seed only a single-element loss can be differentiated, "
                 "pass a seed gradient of the output's shape: backward(seed)");

@@ -32,11 +32,11 @@ std::vector<Tensor> leaves(const std::vector<std::vector<double>>& values, const
 }
 
 void check_output(const Tensor& out) {
-  if (!out.defined()) throw Error("gradcheck: the function's output is an empty (default-constructed) tensor");
+  if (!out.defined()) throw Error("G18", "gradcheck: the function's output is an empty (default-constructed) tensor");
   if (!is_float(out.dtype()))
-    throw Error(std::string("gradcheck: the function must return a float tensor, got ") + dtype_name(out.dtype()));
+    throw Error("G19", std::string("gradcheck: the function must return a float tensor, got ") + dtype_name(out.dtype()));
   if (!out.requires_grad())
-    throw Error("gradcheck: the output " + to_string(out.shape()) +
+    throw Error("G20", "gradcheck: the output " + to_string(out.shape()) +
                 " has no graph: the function does not depend on its inputs through recorded ops");
 }
 
@@ -83,7 +83,7 @@ std::vector<Shape> shapes_of(const std::vector<Tensor>& inputs) {
   std::vector<Shape> s;
   for (const Tensor& t : inputs) {
     if (!t.defined() || !is_float(t.dtype()))
-      throw Error("gradcheck: every input must be a float tensor (capture index or mask tensors in f)");
+      throw Error("G21", "gradcheck: every input must be a float tensor (capture index or mask tensors in f)");
     s.push_back(t.shape());
   }
   return s;
@@ -144,7 +144,7 @@ GradcheckResult gradcheck_device(const GradcheckFn& f, const std::vector<Tensor>
   // Before analytic() shapes r as dev_out: a size mismatch would otherwise surface as a
   // from_vec error instead of this one.
   if (dev_out.elem_count() != ref_out.elem_count())
-    throw Error("gradcheck_device: the output on " + to_string(device) + " has " +
+    throw Error("G22", "gradcheck_device: the output on " + to_string(device) + " has " +
                 std::to_string(dev_out.elem_count()) + " elements, on Cpu " + std::to_string(ref_out.elem_count()));
   Analytic got = analytic(dev_out, dev_in, r);
 

@@ -18,13 +18,13 @@ std::string num(double v) {
 
 void check_param(const Tensor& p, size_t i, const char* name) {
   std::string where = std::string(name) + ": parameter " + std::to_string(i);
-  if (!p.defined()) throw Error(where + " is an empty (default-constructed) tensor");
-  if (!is_float(p.dtype())) throw Error(where + " has dtype " + dtype_name(p.dtype()) + "; parameters must be float");
-  if (p.grad_fn()) throw Error(where + " " + to_string(p.shape()) + " is computed by '" + p.grad_fn()->name +
+  if (!p.defined()) throw Error("G23", where + " is an empty (default-constructed) tensor");
+  if (!is_float(p.dtype())) throw Error("G24", where + " has dtype " + dtype_name(p.dtype()) + "; parameters must be float");
+  if (p.grad_fn()) throw Error("G25", where + " " + to_string(p.shape()) + " is computed by '" + p.grad_fn()->name +
                                "', not a leaf; pass the tensors that were created with requires_grad(true)");
-  if (!p.requires_grad()) throw Error(where + " " + to_string(p.shape()) + " does not require grad");
+  if (!p.requires_grad()) throw Error("G26", where + " " + to_string(p.shape()) + " does not require grad");
   // The update is written through copy_into; a broadcast or overlapping view cannot take it.
-  if (!p.is_contiguous()) throw Error(where + " " + to_string(p.shape()) + " is not contiguous");
+  if (!p.is_contiguous()) throw Error("G27", where + " " + to_string(p.shape()) + " is not contiguous");
 }
 }  // namespace
 
@@ -40,7 +40,7 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions options)
     : Optimizer(std::move(params), "SGD"), o_(options), velocity_(params_.size()) {
   lr_ = o_.lr;
   if (o_.nesterov && (o_.momentum <= 0 || o_.dampening != 0))
-    throw Error("SGD: nesterov needs momentum > 0 and dampening 0 (got momentum " + num(o_.momentum) + ", dampening " +
+    throw Error("G28", "SGD: nesterov needs momentum > 0 and dampening 0 (got momentum " + num(o_.momentum) + ", dampening " +
                 num(o_.dampening) + ")");
 }
 

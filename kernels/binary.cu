@@ -66,7 +66,7 @@ void where(size_t elem_size, const uint8_t* c, const StridedView& cv, const void
                                                                       static_cast<const U*>(b), bv,
                                                                       static_cast<U*>(out), n);
   });
-  if (!known) throw_error("where kernel: element size must be 1, 2, 4 or 8, got " + std::to_string(elem_size));
+  if (!known) throw_error("C07", "where kernel: element size must be 1, 2, 4 or 8, got " + std::to_string(elem_size));
   WICK_CUDA_CHECK(cudaGetLastError());
 }
 

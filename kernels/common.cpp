@@ -4,8 +4,7 @@
 
 namespace wick::kernels {
 
-void throw_error(const char* msg) { throw Error(msg); }
-void throw_error(const std::string& msg) { throw Error(msg); }
+void throw_error(const char* code, const std::string& msg) { throw Error(code, msg); }
 
 std::string elem_type_name(ElemType t) {
   const int v = static_cast<int>(t);

@@ -34,9 +34,9 @@ struct StridedView {
   bool contiguous = false;        // true when stride is row-major for dims (fast path)
 };
 
-// Throws wick::Error(msg); lets .cu files raise errors without including tensor/.
-[[noreturn]] void throw_error(const char* msg);
-[[noreturn]] void throw_error(const std::string& msg);
+// Throws wick::Error(code, msg), code the message's docs/errors.md id ("C07"); lets .cu
+// files raise errors without including tensor/.
+[[noreturn]] void throw_error(const char* code, const std::string& msg);
 
 // The name wick::DType gives the same value ("F32", "I64", ...), so kernel guards can say
 // which type they got; "ElemType(42)" for a value outside the enum (a bad integer cast).

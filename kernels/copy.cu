@@ -86,7 +86,7 @@ void copy_strided(size_t elem_size, const void* src, const StridedView& sv, void
     copy_kernel<U><<<blocks_for(n), kThreads, 0, launch_stream()>>>(static_cast<const U*>(src), sv,
                                                                      static_cast<U*>(dst), dv, n);
   });
-  if (!known) throw_error("copy kernel: element size must be 1, 2, 4 or 8, got " + std::to_string(elem_size));
+  if (!known) throw_error("C07", "copy kernel: element size must be 1, 2, 4 or 8, got " + std::to_string(elem_size));
   WICK_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -15,7 +15,7 @@ namespace wick::detail {
 
 void throw_cublas_error(int status, const char* expr, const char* file, int line) {
   const char* name = cublasGetStatusName(static_cast<cublasStatus_t>(status));
-  throw Error(std::string("cuBLAS error ") + std::to_string(status) + " (" + name + ") in " + expr +
+  throw Error("C02", std::string("cuBLAS error ") + std::to_string(status) + " (" + name + ") in " + expr +
                    " at " + file + ":" + std::to_string(line));
 }
 
@@ -51,7 +51,7 @@ void make_current(int device) {
 }  // namespace
 
 void gemm(ElemType type, int device, const CublasGemm& g, const void* A, const void* B, void* C) {
-  if (device < 0) throw Error("cuBLAS: invalid device " + std::to_string(device));
+  if (device < 0) throw Error("C03", "cuBLAS: invalid device " + std::to_string(device));
   cudaDataType_t dt;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   switch (type) {
@@ -59,7 +59,7 @@ void gemm(ElemType type, int device, const CublasGemm& g, const void* A, const v
     case ElemType::F16: dt = CUDA_R_16F; break;
     case ElemType::BF16: dt = CUDA_R_16BF; break;
     case ElemType::F64: dt = CUDA_R_64F; compute = CUBLAS_COMPUTE_64F; break;
-    default: throw Error("cuBLAS gemm: F32, F64, F16 or BF16 only, got " + elem_type_name(type));
+    default: throw Error("C04", "cuBLAS gemm: F32, F64, F16 or BF16 only, got " + elem_type_name(type));
   }
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
   make_current(device);

@@ -20,7 +20,7 @@ namespace wick::detail {
 [[noreturn]] void throw_cublas_error(int status, const char* expr, const char* file, int line);
 }
 
-// Throws wick::Error with the status name, the expression and file:line when cuBLAS fails.
+// Throws wick::Error C02 with the status name, the expression and file:line when cuBLAS fails.
 #define WICK_CUBLAS_CHECK(expr)                                                        \
   do {                                                                                 \
     auto wick_st_ = (expr);                                                            \

@@ -50,10 +50,10 @@ inline unsigned blocks_for(int64_t n) {
 }
 
 // Grid size for a one-block-per-row kernel: rows itself, which must fit gridDim.x
-// (2^31 - 1); otherwise throws wick::Error(too_many + ", got {rows}").
+// (2^31 - 1); otherwise throws wick::Error C09 (too_many + ", got {rows}").
 inline unsigned blocks_per_row(int64_t rows, const char* too_many) {
   constexpr int64_t kMaxGridX = 2147483647LL;
-  if (rows > kMaxGridX) throw_error(std::string(too_many) + ", got " + std::to_string(rows));
+  if (rows > kMaxGridX) throw_error("C09", std::string(too_many) + ", got " + std::to_string(rows));
   return static_cast<unsigned>(rows);
 }
 
@@ -71,11 +71,11 @@ void visit_all(ElemType t, F&& f) {
     case ElemType::F32: f(float{}); return;
     case ElemType::F64: f(double{}); return;
   }
-  throw_error("CUDA kernel: unknown element type, got " + elem_type_name(t));
+  throw_error("C05", "CUDA kernel: unknown element type, got " + elem_type_name(t));
 }
 
-// Calls f(T{}) for the float types, throws what + ", got {type}" for the rest (ops/ refuses
-// those first).
+// Calls f(T{}) for the float types, throws C06 (what + ", got {type}") for the rest (ops/
+// refuses those first).
 template <class F>
 void visit_floats(ElemType t, const char* what, F&& f) {
   switch (t) {
@@ -83,7 +83,7 @@ void visit_floats(ElemType t, const char* what, F&& f) {
     case ElemType::F16: f(__half{}); return;
     case ElemType::F32: f(float{}); return;
     case ElemType::F64: f(double{}); return;
-    default: throw_error(std::string(what) + ", got " + elem_type_name(t));
+    default: throw_error("C06", std::string(what) + ", got " + elem_type_name(t));
   }
 }
 

@@ -27,7 +27,7 @@ void fill(size_t elem_size, void* dst, const void* value, int64_t n) {
     std::memcpy(&v, value, sizeof(U));
     fill_kernel<U><<<blocks_for(n), kThreads, 0, launch_stream()>>>(static_cast<U*>(dst), v, n);
   });
-  if (!known) throw_error("fill kernel: element size must be 1, 2, 4 or 8, got " + std::to_string(elem_size));
+  if (!known) throw_error("C07", "fill kernel: element size must be 1, 2, 4 or 8, got " + std::to_string(elem_size));
   WICK_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -53,7 +53,7 @@ void index_select(size_t elem_size, const void* x, int64_t outer, int64_t dim, i
     select_kernel<U><<<blocks_for(n > n_idx ? n : n_idx), kThreads, 0, launch_stream()>>>(
         static_cast<const U*>(x), dim, inner, idx, n_idx, static_cast<U*>(out), n, check);
   });
-  if (!known) throw_error("index_select kernel: element size must be 1, 2, 4 or 8, got " + std::to_string(elem_size));
+  if (!known) throw_error("C07", "index_select kernel: element size must be 1, 2, 4 or 8, got " + std::to_string(elem_size));
   WICK_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -68,7 +68,7 @@ void index_add(ElemType type, void* dst, int64_t outer, int64_t dim, int64_t inn
     add_kernel<double><<<blocks_for(n), kThreads, 0, launch_stream()>>>(static_cast<double*>(dst), dim, inner, idx,
                                                                          n_idx, static_cast<const double*>(src), n);
   else
-    throw_error("index_add kernel: F32 or F64 only, got " + elem_type_name(type));
+    throw_error("C08", "index_add kernel: F32 or F64 only, got " + elem_type_name(type));
   WICK_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -50,7 +50,7 @@ Tensor binary_fwd(const char* name, Op op, const Tensor& a, const Tensor& b) {
           o[i] = kernels::apply_compare<C>(op, r, s) ? 1 : 0;
         } else {
           if constexpr (std::is_integral_v<C>)  // the CUDA kernel yields 0 here; the CPU can say why
-            if (op == BinaryOp::Div && s == C(0)) throw Error("div: integer division by zero");
+            if (op == BinaryOp::Div && s == C(0)) throw Error("O08", "div: integer division by zero");
           o[i] = static_cast<T>(kernels::apply_binary<C>(op, r, s));
         }
       });
@@ -140,7 +140,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Shape ab = check_binary("where", a, b);
   check_same_device("where", cond, a);
   if (cond.dtype() != DType::U8)
-    throw Error(std::string("where: condition must be U8, got ") + dtype_name(cond.dtype()));
+    throw Error("O09", std::string("where: condition must be U8, got ") + dtype_name(cond.dtype()));
   Shape shape = broadcast_shape("where", cond.shape(), ab);
   Tensor out = Tensor::empty(shape, a.dtype(), a.device());
   Layout lc = cond.layout().broadcast_as(shape), la = a.layout().broadcast_as(shape),

@@ -54,7 +54,7 @@ void copy_into(const Tensor& dst, const Tensor& src) {
   // element: the writes would collide and all but one value would be lost.
   for (size_t d = 0; d < dst.rank(); ++d)
     if (dst.dims()[d] > 1 && dst.stride()[d] == 0)
-      throw Error("copy_into: dst (shape " + to_string(dst.shape()) + ", stride " + to_string(dst.stride()) +
+      throw Error("O22", "copy_into: dst (shape " + to_string(dst.shape()) + ", stride " + to_string(dst.stride()) +
                   ") is a broadcast view: dim " + std::to_string(d) +
                   " has stride 0, so several elements would be written to one place");
   const size_t es = dtype_size(src.dtype());

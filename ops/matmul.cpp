@@ -122,7 +122,7 @@ void cuda_matmul(Tensor a, Tensor b, const Tensor& out, int64_t batch, int64_t m
     c = build();
   }
   if (!c)
-    throw Error("matmul: sizes (batch " + std::to_string(batch) + ", m " + std::to_string(m) + ", n " +
+    throw Error("O20", "matmul: sizes (batch " + std::to_string(batch) + ", m " + std::to_string(m) + ", n " +
                 std::to_string(n) + ", k " + std::to_string(k) + ") exceed cuBLAS's 32-bit arguments");
   set_current_device(out.device());
   kernels::gemm(ktype(out.dtype()), out.device().gpu_id, *c, b.data_ptr(), a.data_ptr(), out.data_ptr());
@@ -133,7 +133,7 @@ void cuda_matmul(Tensor a, Tensor b, const Tensor& out, int64_t batch, int64_t m
 // which of the three conditions failed: "shape mismatch in matmul, lhs: [2, 3], rhs: [2, 3]:
 // ...".
 [[noreturn]] void matmul_mismatch(const Tensor& a, const Tensor& b, const std::string& why) {
-  throw Error("shape mismatch in matmul, lhs: " + to_string(a.shape()) + ", rhs: " + to_string(b.shape()) + ": " + why);
+  throw Error("O21", "shape mismatch in matmul, lhs: " + to_string(a.shape()) + ", rhs: " + to_string(b.shape()) + ": " + why);
 }
 
 Tensor matmul_fwd(const Tensor& a, const Tensor& b) {

@@ -21,7 +21,7 @@ using Grads = std::vector<Tensor>;
 size_t check_param(const char* name, const char* what, const Tensor& x, const Tensor& p) {
   check_pair(name, x, p, "x", what);
   if (p.rank() != 1 || p.dim(0) != x.dims().back())
-    throw Error(std::string(name) + ": " + what + " must have shape [" + std::to_string(x.dims().back()) +
+    throw Error("O11", std::string(name) + ": " + what + " must have shape [" + std::to_string(x.dims().back()) +
                 "] for x of shape " + to_string(x.shape()) + ", got " + to_string(p.shape()));
   return p.dim(0);
 }
@@ -29,7 +29,7 @@ size_t check_param(const char* name, const char* what, const Tensor& x, const Te
 void check_x(const char* name, const Tensor& x) {
   check_defined(name, x);
   require_float(name, x);
-  if (x.rank() == 0) throw Error(std::string(name) + ": needs rank >= 1, got shape []");
+  if (x.rank() == 0) throw Error("O10", std::string(name) + ": needs rank >= 1, got shape []");
 }
 
 template <class T>

@@ -10,15 +10,15 @@ static_assert(static_cast<int>(kernels::ElemType::F64) == static_cast<int>(DType
               "kernels::ElemType must mirror wick::DType");
 
 void unsupported(const std::string& op, DType dtype, const Device& device) {
-  throw Error(op + ": unsupported dtype " + dtype_name(dtype) + " on " + to_string(device));
+  throw Error("O01", op + ": unsupported dtype " + dtype_name(dtype) + " on " + to_string(device));
 }
 
 void no_cuda(const std::string& op) {
-  throw Error(op + ": this build of wick has no CUDA support (configure with WICK_CUDA=ON)");
+  throw Error("O02", op + ": this build of wick has no CUDA support (configure with WICK_CUDA=ON)");
 }
 
 void check_defined(const std::string& op, const Tensor& t, const std::string& what) {
-  if (!t.defined()) throw Error(op + ": " + what + " is an empty (default-constructed) tensor");
+  if (!t.defined()) throw Error("L12", op + ": " + what + " is an empty (default-constructed) tensor");
 }
 
 void check_same_device(const std::string& op, const Tensor& lhs, const Tensor& rhs) {
@@ -27,7 +27,7 @@ void check_same_device(const std::string& op, const Tensor& lhs, const Tensor& r
 
 void check_same_dtype(const std::string& op, const Tensor& lhs, const Tensor& rhs) {
   if (lhs.dtype() != rhs.dtype())
-    throw Error("dtype mismatch in " + op + ", lhs: " + dtype_name(lhs.dtype()) +
+    throw Error("O03", "dtype mismatch in " + op + ", lhs: " + dtype_name(lhs.dtype()) +
                 ", rhs: " + dtype_name(rhs.dtype()));
 }
 
@@ -40,7 +40,7 @@ void check_pair(const std::string& op, const Tensor& lhs, const Tensor& rhs, con
 }
 
 void throw_shape_mismatch(const std::string& op, const Shape& lhs, const Shape& rhs) {
-  throw Error("shape mismatch in " + op + ", lhs: " + to_string(lhs) + ", rhs: " + to_string(rhs));
+  throw Error("O04", "shape mismatch in " + op + ", lhs: " + to_string(lhs) + ", rhs: " + to_string(rhs));
 }
 
 Shape broadcast_shape(const std::string& op, const Shape& a, const Shape& b) {
@@ -66,7 +66,7 @@ void require_float(const std::string& op, const Tensor& x) {
 
 kernels::StridedView kview(const std::string& op, const Layout& l) {
   if (l.rank() > static_cast<size_t>(kernels::kMaxRank))
-    throw Error(op + ": shape " + to_string(l.shape()) + " has rank " + std::to_string(l.rank()) +
+    throw Error("O07", op + ": shape " + to_string(l.shape()) + " has rank " + std::to_string(l.rank()) +
                 ", CUDA kernels take at most " + std::to_string(kernels::kMaxRank) +
                 " dims (call contiguous() and reshape first)");
   kernels::StridedView v;

@@ -70,7 +70,7 @@ Tensor reduce_fwd(const char* name, ReduceOp op, const Tensor& x, const std::vec
     if (!std::binary_search(rdims.begin(), rdims.end(), i)) { perm.push_back(i); rows *= x.dim(i); }
   for (size_t d : rdims) { perm.push_back(d); cols *= x.dim(d); }
   if (op != ReduceOp::Sum && cols == 0 && rows > 0)
-    throw Error(std::string(name) + ": cannot reduce over an empty dim of shape " + to_string(x.shape()));
+    throw Error("O12", std::string(name) + ": cannot reduce over an empty dim of shape " + to_string(x.shape()));
   Tensor out = Tensor::empty(reduced_shape(x.shape(), rdims, keepdim), arg ? DType::I64 : x.dtype(), x.device());
   if (rows == 0) return out;
   Tensor xc = x.detach().permute(perm).contiguous();
@@ -181,7 +181,7 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
     else ok = false;
   }
   if (!ok)
-    throw Error("sum_to: cannot sum " + to_string(grad.shape()) + " down to " + to_string(shape));
+    throw Error("O13", "sum_to: cannot sum " + to_string(grad.shape()) + " down to " + to_string(shape));
   return sum(grad, dims, true).reshape(shape);
 }
 

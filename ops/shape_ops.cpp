@@ -51,7 +51,7 @@ void format_index_fault(const DeviceFault& f, std::string& code, std::string& me
 Tensor checked_indices(const char* name, const Tensor& idx, size_t size, size_t dim, const Shape& x_shape) {
   const DType dt = idx.dtype();
   if (dt != DType::U32 && dt != DType::I32 && dt != DType::I64)
-    throw Error(std::string(name) + ": indices must be U32, I32 or I64, got " + dtype_name(dt));
+    throw Error("O16", std::string(name) + ": indices must be U32, I32 or I64, got " + dtype_name(dt));
   Tensor i64 = cast(idx.detach(), DType::I64).contiguous();
   if (i64.device().is_cpu()) {
     const int64_t* v = cpu_base<int64_t>(i64) + i64.layout().start_offset();
@@ -103,7 +103,7 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim_arg) {
     bool ok = ts[i].rank() == first.rank();
     for (size_t d = 0; ok && d < first.rank(); ++d) ok = d == dim || ts[i].dim(d) == first.dim(d);
     if (!ok)
-      throw Error("shape mismatch in cat for dim " + std::to_string(dim) + ", shape for arg 1: " +
+      throw Error("O15", "shape mismatch in cat for dim " + std::to_string(dim) + ", shape for arg 1: " +
                   to_string(first.shape()) + " shape for arg " + std::to_string(i + 1) + ": " +
                   to_string(ts[i].shape()));
     total += ts[i].dim(dim);
@@ -134,7 +134,7 @@ Tensor select_rows(const char* name, const Tensor& x, const Tensor& indices, int
   check_same_device(name, x, indices);
   const size_t dim = check_dim(name, x, dim_arg);
   if (indices.rank() != 1)
-    throw Error(std::string(name) + ": indices must have rank 1, got shape " + to_string(indices.shape()));
+    throw Error("O18", std::string(name) + ": indices must have rank 1, got shape " + to_string(indices.shape()));
   Tensor idx = checked_indices(name, indices, x.dim(dim), dim, x.shape());
   const size_t n = idx.elem_count();
   const Split p = split_at(x.shape(), dim);
@@ -196,7 +196,7 @@ Tensor embedding(const Tensor& ids, const Tensor& table) {
   check_defined("embedding", ids, "ids");
   check_defined("embedding", table, "table");
   if (table.rank() != 2)
-    throw Error("embedding: table must have rank 2 (vocab, hidden), got shape " + to_string(table.shape()));
+    throw Error("O19", "embedding: table must have rank 2 (vocab, hidden), got shape " + to_string(table.shape()));
   check_same_device("embedding", ids, table);
   Tensor flat = ids.contiguous().reshape(Shape{ids.elem_count()});
   std::vector<size_t> od = ids.dims();

@@ -40,7 +40,7 @@ void cpu_softmax_rows(bool log, const T* x, T* out, size_t rows, size_t cols) {
 Tensor softmax_fwd(const char* name, bool log, const Tensor& x) {
   check_defined(name, x);
   require_float(name, x);
-  if (x.rank() == 0) throw Error(std::string(name) + ": needs rank >= 1, got shape []");
+  if (x.rank() == 0) throw Error("O10", std::string(name) + ": needs rank >= 1, got shape []");
   const size_t cols = x.dims().back();
   const size_t rows = cols ? x.elem_count() / cols : 0;
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());

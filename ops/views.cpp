@@ -35,7 +35,7 @@ Tensor Tensor::transpose(int64_t dim0_arg, int64_t dim1_arg) const {
 }
 
 Tensor Tensor::t() const {
-  if (rank() < 2) throw Error("t: shape " + to_string(shape()) + " has rank < 2");
+  if (rank() < 2) throw Error("L08", "t: shape " + to_string(shape()) + " has rank < 2");
   return transpose(rank() - 2, rank() - 1);
 }
 

@@ -4,7 +4,7 @@
 #pragma once
 
 namespace wick::detail {
-// Throws wick::Error("CUDA error <code> (<name>) in <expr> at <file>:<line>"); tensor/storage.cpp.
+// Throws wick::Error C01, "CUDA error <code> (<name>) in <expr> at <file>:<line>"; tensor/storage.cpp.
 [[noreturn]] void throw_cuda_error(int code, const char* expr, const char* file, int line);
 }  // namespace wick::detail
 

@@ -18,8 +18,8 @@ class Error : public std::runtime_error {
  public:
   // code: the catalogue id of the message's template (docs/errors.md).
   Error(std::string code, const std::string& msg) : std::runtime_error(msg), code_(std::move(code)) {}
-  // A message not (yet) tied to a catalogue entry: code() is empty.
-  explicit Error(const std::string& msg) : std::runtime_error(msg) {}
+  // Every wick error carries its code: a message without one does not compile.
+  explicit Error(const std::string& msg) = delete;
   const std::string& code() const { return code_; }
 
  private:

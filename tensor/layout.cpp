@@ -17,12 +17,12 @@ void check_dim(const char* op, const Shape& s, size_t dim, size_t limit) {
 Layout::Layout(Shape shape, std::vector<int64_t> stride, size_t start_offset)
     : shape_(std::move(shape)), stride_(std::move(stride)), start_offset_(start_offset) {
   if (stride_.size() != shape_.rank())
-    throw Error("layout: stride " + to_string(stride_) + " does not match shape " + to_string(shape_));
+    throw Error("L09", "layout: stride " + to_string(stride_) + " does not match shape " + to_string(shape_));
   // Offsets are unsigned and the storage bound (max_offset_exclusive) assumes strides that
   // only move forward, as candle's usize strides do; a negative one would reach before it.
   for (int64_t s : stride_)
     if (s < 0)
-      throw Error("layout: stride " + to_string(stride_) + " has a negative entry (shape " + to_string(shape_) + ")");
+      throw Error("L18", "layout: stride " + to_string(stride_) + " has a negative entry (shape " + to_string(shape_) + ")");
 }
 
 Layout Layout::contiguous_with_offset(const Shape& shape, size_t start_offset) {
@@ -50,7 +50,7 @@ size_t Layout::max_offset_exclusive() const {
 Layout Layout::narrow(size_t dim, size_t start, size_t len) const {
   check_dim("narrow", shape_, dim, rank());
   if (start > dims()[dim] || len > dims()[dim] - start)
-    throw Error(ctx("narrow", shape_) + ", dim " + std::to_string(dim) + ": start " +
+    throw Error("L02", ctx("narrow", shape_) + ", dim " + std::to_string(dim) + ": start " +
                 std::to_string(start) + " + len " + std::to_string(len) + " exceeds size " +
                 std::to_string(dims()[dim]));
   std::vector<size_t> d = dims();
@@ -74,7 +74,7 @@ Layout Layout::permute(const std::vector<size_t>& perm) const {
   bool ok = sorted.size() == rank();
   for (size_t i = 0; ok && i < sorted.size(); ++i) ok = sorted[i] == i;
   if (!ok)
-    throw Error(ctx("permute", shape_) + ", dims " + to_string(perm) +
+    throw Error("L03", ctx("permute", shape_) + ", dims " + to_string(perm) +
                 " is not a permutation of 0.." + std::to_string(rank()));
   std::vector<size_t> d(rank());
   std::vector<int64_t> s(rank());
@@ -87,7 +87,7 @@ Layout Layout::permute(const std::vector<size_t>& perm) const {
 
 Layout Layout::broadcast_as(const Shape& target) const {
   auto fail = [&] {
-    throw Error("broadcast_as: cannot broadcast " + to_string(shape_) + " to " + to_string(target));
+    throw Error("L04", "broadcast_as: cannot broadcast " + to_string(shape_) + " to " + to_string(target));
   };
   if (target.rank() < rank()) fail();
   size_t added = target.rank() - rank();
@@ -106,7 +106,7 @@ Layout Layout::broadcast_as(const Shape& target) const {
 // the strides that chunk implies.
 Layout Layout::reshape(const Shape& target) const {
   if (target.elem_count() != elem_count())
-    throw Error("reshape: cannot reshape " + to_string(shape_) + " (" + std::to_string(elem_count()) +
+    throw Error("L05", "reshape: cannot reshape " + to_string(shape_) + " (" + std::to_string(elem_count()) +
                 " elements) to " + to_string(target) + " (" + std::to_string(target.elem_count()) +
                 " elements)");
   if (is_contiguous()) return contiguous_with_offset(target, start_offset_);
@@ -150,7 +150,7 @@ Layout Layout::reshape(const Shape& target) const {
     }
   }
   if (!ok)
-    throw Error("reshape: cannot view " + to_string(shape_) + " with stride " + to_string(stride_) +
+    throw Error("L06", "reshape: cannot view " + to_string(shape_) + " with stride " + to_string(stride_) +
                 " as " + to_string(target) + " without a copy; call contiguous() first");
   return Layout(target, out, start_offset_);
 }
@@ -158,7 +158,7 @@ Layout Layout::reshape(const Shape& target) const {
 Layout Layout::squeeze(size_t dim) const {
   check_dim("squeeze", shape_, dim, rank());
   if (dims()[dim] != 1)
-    throw Error(ctx("squeeze", shape_) + ", dim " + std::to_string(dim) + " has size " +
+    throw Error("L07", ctx("squeeze", shape_) + ", dim " + std::to_string(dim) + " has size " +
                 std::to_string(dims()[dim]) + ", not 1");
   std::vector<size_t> d = dims();
   std::vector<int64_t> s = stride_;

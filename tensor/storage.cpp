@@ -21,7 +21,7 @@ std::atomic<int64_t> g_live_cpu{0};
 std::atomic<int64_t> g_live_cuda{0};
 
 [[noreturn]] [[maybe_unused]] void no_cuda() {
-  throw Error("this build of wick has no CUDA support (configure with WICK_CUDA=ON)");
+  throw Error("S01", "this build of wick has no CUDA support (configure with WICK_CUDA=ON)");
 }
 }  // namespace
 
@@ -32,7 +32,7 @@ void throw_cuda_error(int code, const char* expr, const char* file, int line) {
 #else
   const char* what = "CUDA error";
 #endif
-  throw Error(std::string("CUDA error ") + std::to_string(code) + " (" + what + ") in " + expr +
+  throw Error("C01", std::string("CUDA error ") + std::to_string(code) + " (" + what + ") in " + expr +
               " at " + file + ":" + std::to_string(line));
 }
 }  // namespace detail
@@ -78,12 +78,12 @@ std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device) {
   if (device.is_cpu()) {
     size_t rounded = (bytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
     s->data_ = std::aligned_alloc(kCpuAlignment, rounded == 0 ? kCpuAlignment : rounded);
-    if (!s->data_) throw Error("out of host memory allocating " + std::to_string(bytes) + " bytes");
+    if (!s->data_) throw Error("S03", "out of host memory allocating " + std::to_string(bytes) + " bytes");
     s->bytes_ = bytes;
     g_live_cpu += static_cast<int64_t>(bytes);
   } else {
 #ifdef WICK_WITH_CUDA
-    if (!Device::cuda_available()) throw Error("no CUDA device is available for " + to_string(device));
+    if (!Device::cuda_available()) throw Error("S02", "no CUDA device is available for " + to_string(device));
     set_current_device(device);
     s->stream_ = current_stream(device).handle;
     if (bytes) WICK_CUDA_CHECK(cudaMallocAsync(&s->data_, bytes, static_cast<cudaStream_t>(s->stream_)));
@@ -139,7 +139,7 @@ int64_t Storage::live_bytes(Device::Kind kind) {
 
 static void check_range(const Storage& s, size_t off, size_t bytes, const char* op) {
   if (off > s.bytes() || bytes > s.bytes() - off)
-    throw Error(std::string(op) + ": byte range [" + std::to_string(off) + ", " +
+    throw Error("S04", std::string(op) + ": byte range [" + std::to_string(off) + ", " +
                 std::to_string(off + bytes) + ") outside storage of " + std::to_string(s.bytes()) +
                 " bytes");
 }

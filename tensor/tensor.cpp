@@ -21,7 +21,7 @@ namespace {
 std::atomic<uint64_t> g_next_id{1};
 
 void require_defined(const void* impl, const char* what) {
-  if (!impl) throw Error(std::string(what) + ": the tensor is an empty (default-constructed) tensor");
+  if (!impl) throw Error("L12", std::string(what) + ": the tensor is an empty (default-constructed) tensor");
 }
 
 // Converts host doubles into `dtype` elements at dst.
@@ -41,11 +41,11 @@ Tensor from_f64(const std::vector<double>& values, const Shape& shape, DType dty
 }  // namespace
 
 Tensor::Tensor(std::shared_ptr<Storage> storage, Layout layout, DType dtype) {
-  if (!storage) throw Error("tensor: null storage");
+  if (!storage) throw Error("L10", "tensor: null storage");
   size_t need = 0;
   if (__builtin_mul_overflow(layout.max_offset_exclusive(), dtype_size(dtype), &need)) need = SIZE_MAX;
   if (need > storage->bytes())
-    throw Error("tensor: layout " + to_string(layout.shape()) + " stride " + to_string(layout.stride()) +
+    throw Error("L11", "tensor: layout " + to_string(layout.shape()) + " stride " + to_string(layout.stride()) +
                 " offset " + std::to_string(layout.start_offset()) + " needs " + std::to_string(need) +
                 " bytes but the storage holds " + std::to_string(storage->bytes()));
   impl_ = std::make_shared<Impl>();
@@ -68,7 +68,7 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
 
 Tensor Tensor::arange(int64_t start, int64_t end, DType dtype, Device device) {
   if (end < start)
-    throw Error("arange: end " + std::to_string(end) + " is before start " + std::to_string(start));
+    throw Error("L14", "arange: end " + std::to_string(end) + " is before start " + std::to_string(start));
   std::vector<double> v(static_cast<size_t>(end - start));
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(start + static_cast<int64_t>(i));
   return from_f64(v, Shape{v.size()}, dtype, device);
@@ -134,7 +134,7 @@ std::vector<double> Tensor::to_f64_vec() const {
 
 double Tensor::item() const {
   if (elem_count() != 1)
-    throw Error("item: tensor of shape " + to_string(shape()) + " does not hold exactly one element");
+    throw Error("L15", "item: tensor of shape " + to_string(shape()) + " does not hold exactly one element");
   return to_f64_vec()[0];
 }
 
@@ -164,7 +164,7 @@ bool Tensor::requires_grad() const { return impl_ && (impl_->requires_grad || im
 Tensor& Tensor::requires_grad(bool on) {
   require_defined(impl_.get(), "requires_grad");
   if (on && !is_float(dtype()))
-    throw Error(std::string("requires_grad: only float tensors can require grad, got ") + dtype_name(dtype()));
+    throw Error("L17", std::string("requires_grad: only float tensors can require grad, got ") + dtype_name(dtype()));
   impl_->requires_grad = on;
   return *this;
 }

@@ -55,7 +55,7 @@ class Tensor {
   template <class T>
   static Tensor from_vec(const std::vector<T>& values, const Shape& shape, Device device) {
     if (values.size() != shape.elem_count())
-      throw Error("from_vec: " + std::to_string(values.size()) + " values for shape " +
+      throw Error("L13", "from_vec: " + std::to_string(values.size()) + " values for shape " +
                   to_string(shape) + " (" + std::to_string(shape.elem_count()) + " elements)");
     return from_bytes(values.data(), shape, dtype_of<T>, device);
   }

@@ -1,7 +1,7 @@
 // Shared by the error-catalogue tests (test_attention_errors.cpp, test_errors_catalog.cpp):
-// catching a message, matching it against a {placeholder} template, and reading the
-// "### ID title" / "Message: `...`" entries of docs/errors.md, so the file and the tests
-// cannot drift apart. One parser for the whole catalogue.
+// catching a message and its code, matching it against a {placeholder} template, and
+// reading the "### ID title" / "Message: `...`" entries of docs/errors.md, so the file and
+// the tests cannot drift apart. One parser for the whole catalogue.
 #pragma once
 #include <doctest/doctest.h>
 
@@ -18,14 +18,33 @@
 
 namespace wick::catalog {
 
-// The what() of the wick::Error f throws, or "<no error>".
-inline std::string error_of(const std::function<void()>& f) {
+// What f raised: the wick::Error's what() and code(), or "<no error>" and "" when f returned.
+struct Raised {
+  std::string what;
+  std::string code;
+};
+
+// Runs f and returns what it raised. Every wick error carries its catalogue code: an error
+// with an empty code fails the running test.
+inline Raised raised_by(const std::function<void()>& f) {
   try {
     f();
   } catch (const Error& e) {
-    return e.what();
+    CHECK_MESSAGE(!e.code().empty(), "a wick::Error without a catalogue code: ", e.what());
+    return {e.what(), e.code()};
   }
-  return "<no error>";
+  return {"<no error>", ""};
+}
+
+// The what() of the wick::Error f throws, or "<no error>".
+inline std::string error_of(const std::function<void()>& f) { return raised_by(f).what; }
+
+// The check every catalogue entry makes: f raised exactly `expected`, with the entry's id as
+// its code.
+inline void check_raised(const Raised& got, const std::string& id, const std::string& expected) {
+  CHECK(got.what == expected);
+  CHECK_MESSAGE(!got.code.empty(), "no code on: ", got.what);
+  CHECK(got.code == id);
 }
 
 // The template with each {placeholder} matching any text.

@@ -142,9 +142,9 @@ const std::set<std::string> kUnreachable = {
     "X01",                       // CUDA tensors in a build without CUDA: such a build cannot make one
     "P08", "P09", "P10", "P11",  // allocator and bookkeeping calls in the wrong order: a program's
                                  // sequence of calls, not a configuration
-    "W14", "W15", "W16", "W17",  // the plan-once API (plan_step, update_step, forward_into) and
-    "P13", "P14",                // write_kv_slots: calls a program makes between decode steps;
-                                 // `wick explain` runs one forward() of one configuration
+    "W14", "W15", "W16", "W17",  // the plan-once API (plan_step, update_step, forward_into),
+    "P13", "P14", "P15",         // write_kv_slots and step_layout: calls a program makes between
+                                 // decode steps; `wick explain` runs one forward() of one configuration
 };
 
 // The first line of the entry's fix in docs/errors.md ("- Fix: ..." or, for an entry that

@@ -39,6 +39,7 @@
 #include "kernels/flash/flash_fwd.h"
 #include "kernels/gather.h"
 #include "kernels/random.h"
+#include "kernels/flash_bwd/flash_bwd.h"
 #include "kernels/index.h"
 #include "kernels/norm.h"
 #include "kernels/reduce.h"
@@ -48,6 +49,8 @@
 
 using namespace wick;
 using wick::catalog::error_of;
+using wick::catalog::Raised;
+using wick::catalog::raised_by;
 
 namespace {
 
@@ -65,7 +68,7 @@ struct Entry {
   std::string id;
   std::string templ;  // as docs/errors.md writes it
   Where where;
-  std::function<std::string(Device)> trigger;
+  std::function<Raised(Device)> trigger;
   std::string expected;  // exact text; {dev} is the device (to_string), {kind} is cpu or cuda
 };
 
@@ -115,15 +118,21 @@ kernels::FlashFwdParams flash_params(int head_size, int num_heads, int num_heads
   p.head_size = head_size, p.num_heads = num_heads, p.num_heads_k = num_heads_k;
   return p;
 }
+// Backward parameters with every pointer null (the guards run before any is read).
+kernels::FlashBwdParams flash_bwd_params(int head_size, int num_heads, int num_heads_k) {
+  kernels::FlashBwdParams p;
+  p.fwd = flash_params(head_size, num_heads, num_heads_k);
+  return p;
+}
 #else
 #define KERNEL_CALL(...) [] {}
 #endif
 
-// WICK_CUDA_CHECK on a failing status, and the exact text it must produce (file and line of
-// the check itself).
-std::string cuda_check_text(bool expected) {
+// WICK_CUDA_CHECK on a failing status: what it raises, or (expected) the exact text it must
+// produce (file and line of the check itself).
+Raised cuda_check_text(bool expected) {
   int line = 0;
-  std::string got = error_of([&] {
+  Raised got = raised_by([&] {
     auto failing = [] { return 101; };
     line = __LINE__; WICK_CUDA_CHECK(failing());  // one line: the message names this line
   });
@@ -132,16 +141,17 @@ std::string cuda_check_text(bool expected) {
 #else
   const std::string name = "CUDA error";
 #endif
-  return expected ? "CUDA error 101 (" + name + ") in failing() at " + std::string(__FILE__) + ":" + std::to_string(line)
+  return expected ? Raised{"CUDA error 101 (" + name + ") in failing() at " + std::string(__FILE__) + ":" +
+                               std::to_string(line), "C01"}
                   : got;
 }
 
 #ifdef WICK_WITH_CUDA
-std::string cublas_check_text(bool expected) {
+Raised cublas_check_text(bool expected) {
   int line = 0;
-  std::string got = error_of([&] { line = __LINE__; WICK_CUBLAS_CHECK(cublas_not_supported()); });
-  return expected ? "cuBLAS error 15 (CUBLAS_STATUS_NOT_SUPPORTED) in cublas_not_supported() at " +
-                        std::string(__FILE__) + ":" + std::to_string(line)
+  Raised got = raised_by([&] { line = __LINE__; WICK_CUBLAS_CHECK(cublas_not_supported()); });
+  return expected ? Raised{"cuBLAS error 15 (CUBLAS_STATUS_NOT_SUPPORTED) in cublas_not_supported() at " +
+                               std::string(__FILE__) + ":" + std::to_string(line), "C02"}
                   : got;
 }
 #endif
@@ -149,105 +159,105 @@ std::string cublas_check_text(bool expected) {
 std::vector<Entry> tensor_entries() {
   std::vector<Entry> e;
   e.push_back({"L01", "{op}: dim {dim} out of range for shape {shape:?} (rank {rank}, valid dims {valid})", Where::Devices,
-               [](D d) { return error_of([&] { x234(d).narrow(3, 0, 1); }); },
+               [](D d) { return raised_by([&] { x234(d).narrow(3, 0, 1); }); },
                "narrow: dim 3 out of range for shape [2, 3, 4] (rank 3, valid dims -3..=2)"});
   e.push_back({"L01", "{op}: dim {dim} out of range for shape {shape:?} (rank {rank}, valid dims {valid})", Where::Devices,
-               [](D d) { return error_of([&] { x234(d).unsqueeze(4); }); },
+               [](D d) { return raised_by([&] { x234(d).unsqueeze(4); }); },
                "unsqueeze: dim 4 out of range for shape [2, 3, 4] (rank 3, valid dims -4..=3)"});
   e.push_back({"L02", "narrow: shape {shape:?}, dim {dim}: start {start} + len {len} exceeds size {size}", Where::Devices,
-               [](D d) { return error_of([&] { x234(d).narrow(1, 2, 2); }); },
+               [](D d) { return raised_by([&] { x234(d).narrow(1, 2, 2); }); },
                "narrow: shape [2, 3, 4], dim 1: start 2 + len 2 exceeds size 3"});
   e.push_back({"L03", "permute: shape {shape:?}, dims {dims:?} is not a permutation of 0..{rank}", Where::Devices,
-               [](D d) { return error_of([&] { x234(d).permute({0, 0, 1}); }); },
+               [](D d) { return raised_by([&] { x234(d).permute({0, 0, 1}); }); },
                "permute: shape [2, 3, 4], dims [0, 0, 1] is not a permutation of 0..3"});
   e.push_back({"L04", "broadcast_as: cannot broadcast {shape:?} to {target:?}", Where::Devices,
-               [](D d) { return error_of([&] { x234(d).broadcast_as({3, 3, 4}); }); },
+               [](D d) { return raised_by([&] { x234(d).broadcast_as({3, 3, 4}); }); },
                "broadcast_as: cannot broadcast [2, 3, 4] to [3, 3, 4]"});
   e.push_back({"L05", "reshape: cannot reshape {shape:?} ({n} elements) to {target:?} ({target_n} elements)", Where::Devices,
-               [](D d) { return error_of([&] { x234(d).reshape({5, 5}); }); },
+               [](D d) { return raised_by([&] { x234(d).reshape({5, 5}); }); },
                "reshape: cannot reshape [2, 3, 4] (24 elements) to [5, 5] (25 elements)"});
   e.push_back({"L06", "reshape: cannot view {shape:?} with stride {stride:?} as {target:?} without a copy; call contiguous() first",
-               Where::Devices, [](D d) { return error_of([&] { x234(d).transpose(1, 2).reshape({24}); }); },
+               Where::Devices, [](D d) { return raised_by([&] { x234(d).transpose(1, 2).reshape({24}); }); },
                "reshape: cannot view [2, 4, 3] with stride [12, 1, 4] as [24] without a copy; call contiguous() first"});
   e.push_back({"L07", "squeeze: shape {shape:?}, dim {dim} has size {size}, not 1", Where::Devices,
-               [](D d) { return error_of([&] { x234(d).squeeze(0); }); },
+               [](D d) { return raised_by([&] { x234(d).squeeze(0); }); },
                "squeeze: shape [2, 3, 4], dim 0 has size 2, not 1"});
   e.push_back({"L08", "t: shape {shape:?} has rank < 2", Where::Devices,
-               [](D d) { return error_of([&] { Tensor::ones({3}, DType::F32, d).t(); }); },
+               [](D d) { return raised_by([&] { Tensor::ones({3}, DType::F32, d).t(); }); },
                "t: shape [3] has rank < 2"});
   e.push_back({"L09", "layout: stride {stride:?} does not match shape {shape:?}", Where::Cpu,
-               [](D) { return error_of([] { Layout l(Shape{2, 3}, {1}, 0); }); },
+               [](D) { return raised_by([] { Layout l(Shape{2, 3}, {1}, 0); }); },
                "layout: stride [1] does not match shape [2, 3]"});
   e.push_back({"L10", "tensor: null storage", Where::Cpu,
-               [](D) { return error_of([] { Tensor t(nullptr, Layout::contiguous(Shape{2}), DType::F32); }); },
+               [](D) { return raised_by([] { Tensor t(nullptr, Layout::contiguous(Shape{2}), DType::F32); }); },
                "tensor: null storage"});
   e.push_back({"L11", "tensor: layout {shape:?} stride {stride:?} offset {offset} needs {need} bytes but the storage holds {bytes}",
                Where::Devices,
-               [](D d) { return error_of([&] { Tensor t(Storage::allocate(8, d), Layout::contiguous(Shape{4}), DType::F32); }); },
+               [](D d) { return raised_by([&] { Tensor t(Storage::allocate(8, d), Layout::contiguous(Shape{4}), DType::F32); }); },
                "tensor: layout [4] stride [1] offset 0 needs 16 bytes but the storage holds 8"});
   e.push_back({"L12", "{op}: {what} is an empty (default-constructed) tensor", Where::Cpu,
-               [](D) { return error_of([] { Tensor().dtype(); }); },
+               [](D) { return raised_by([] { Tensor().dtype(); }); },
                "dtype: the tensor is an empty (default-constructed) tensor"});
   e.push_back({"L12", "{op}: {what} is an empty (default-constructed) tensor", Where::Devices,
-               [](D d) { return error_of([&] { matmul(Tensor(), x234(d)); }); },
+               [](D d) { return raised_by([&] { matmul(Tensor(), x234(d)); }); },
                "matmul: lhs is an empty (default-constructed) tensor"});
   e.push_back({"L12", "{op}: {what} is an empty (default-constructed) tensor", Where::Devices,
-               [](D d) { return error_of([&] { mul(x234(d), Tensor()); }); },
+               [](D d) { return raised_by([&] { mul(x234(d), Tensor()); }); },
                "mul: rhs is an empty (default-constructed) tensor"});
   e.push_back({"L12", "{op}: {what} is an empty (default-constructed) tensor", Where::Cpu,
-               [](D) { return error_of([] { Tensor().backward(); }); },
+               [](D) { return raised_by([] { Tensor().backward(); }); },
                "backward: the output is an empty (default-constructed) tensor"});
   e.push_back({"L13", "from_vec: {n} values for shape {shape:?} ({elems} elements)", Where::Devices,
-               [](D d) { return error_of([&] { Tensor::from_vec(std::vector<float>{1, 2, 3}, Shape{2, 2}, d); }); },
+               [](D d) { return raised_by([&] { Tensor::from_vec(std::vector<float>{1, 2, 3}, Shape{2, 2}, d); }); },
                "from_vec: 3 values for shape [2, 2] (4 elements)"});
   e.push_back({"L14", "arange: end {end} is before start {start}", Where::Devices,
-               [](D d) { return error_of([&] { Tensor::arange(3, 1, DType::I64, d); }); },
+               [](D d) { return raised_by([&] { Tensor::arange(3, 1, DType::I64, d); }); },
                "arange: end 1 is before start 3"});
   e.push_back({"L15", "item: tensor of shape {shape:?} does not hold exactly one element", Where::Devices,
-               [](D d) { return error_of([&] { Tensor::ones({2}, DType::F32, d).item(); }); },
+               [](D d) { return raised_by([&] { Tensor::ones({2}, DType::F32, d).item(); }); },
                "item: tensor of shape [2] does not hold exactly one element"});
   e.push_back({"L16", "dim: dim {dim} out of range for shape {shape:?} (rank {rank}, valid dims {valid})", Where::Devices,
-               [](D d) { return error_of([&] { x234(d).dim(5); }); },
+               [](D d) { return raised_by([&] { x234(d).dim(5); }); },
                "dim: dim 5 out of range for shape [2, 3, 4] (rank 3, valid dims -3..=2)"});
   e.push_back({"L17", "requires_grad: only float tensors can require grad, got {dt:?}", Where::Devices,
-               [](D d) { return error_of([&] { Tensor::arange(0, 3, DType::I64, d).requires_grad(true); }); },
+               [](D d) { return raised_by([&] { Tensor::arange(0, 3, DType::I64, d).requires_grad(true); }); },
                "requires_grad: only float tensors can require grad, got I64"});
   e.push_back({"L18", "layout: stride {stride:?} has a negative entry (shape {shape:?})", Where::Cpu,
-               [](D) { return error_of([] { Layout l(Shape{2, 3}, {3, -1}, 2); }); },
+               [](D) { return raised_by([] { Layout l(Shape{2, 3}, {3, -1}, 2); }); },
                "layout: stride [3, -1] has a negative entry (shape [2, 3])"});
   e.push_back({"L03", "permute: shape {shape:?}, dims {dims:?} is not a permutation of 0..{rank}", Where::Devices,
-               [](D d) { return error_of([&] { x234(d).permute({-4, 0, 1}); }); },
+               [](D d) { return raised_by([&] { x234(d).permute({-4, 0, 1}); }); },
                "permute: shape [2, 3, 4], dims [-4, 0, 1] is not a permutation of 0..3"});
   e.push_back({"L19", "reshape: {dims:?} may hold one -1 (the size to infer) and no other negative size", Where::Devices,
-               [](D d) { return error_of([&] { x234(d).reshape({-1, -1}); }); },
+               [](D d) { return raised_by([&] { x234(d).reshape({-1, -1}); }); },
                "reshape: [-1, -1] may hold one -1 (the size to infer) and no other negative size"});
   e.push_back({"L19", "reshape: {dims:?} may hold one -1 (the size to infer) and no other negative size", Where::Devices,
-               [](D d) { return error_of([&] { x234(d).reshape({4, -2}); }); },
+               [](D d) { return raised_by([&] { x234(d).reshape({4, -2}); }); },
                "reshape: [4, -2] may hold one -1 (the size to infer) and no other negative size"});
   e.push_back({"L20", "reshape: cannot infer the -1 in {dims:?} for shape {shape:?} ({n} elements)", Where::Devices,
-               [](D d) { return error_of([&] { x234(d).reshape({5, -1}); }); },
+               [](D d) { return raised_by([&] { x234(d).reshape({5, -1}); }); },
                "reshape: cannot infer the -1 in [5, -1] for shape [2, 3, 4] (24 elements)"});
   e.push_back({"L20", "reshape: cannot infer the -1 in {dims:?} for shape {shape:?} ({n} elements)", Where::Devices,
-               [](D d) { return error_of([&] { x234(d).reshape({0, -1}); }); },
+               [](D d) { return raised_by([&] { x234(d).reshape({0, -1}); }); },
                "reshape: cannot infer the -1 in [0, -1] for shape [2, 3, 4] (24 elements)"});
   e.push_back({"L21", "flatten: start_dim {start} comes after end_dim {end} for shape {shape:?}", Where::Devices,
-               [](D d) { return error_of([&] { x234(d).flatten(2, 0); }); },
+               [](D d) { return raised_by([&] { x234(d).flatten(2, 0); }); },
                "flatten: start_dim 2 comes after end_dim 0 for shape [2, 3, 4]"});
   e.push_back({"L22", "select: index {i} out of range for dim {dim} of size {size} (shape {shape:?})", Where::Devices,
-               [](D d) { return error_of([&] { x234(d)[2]; }); },
+               [](D d) { return raised_by([&] { x234(d)[2]; }); },
                "select: index 2 out of range for dim 0 of size 2 (shape [2, 3, 4])"});
   e.push_back({"L22", "select: index {i} out of range for dim {dim} of size {size} (shape {shape:?})", Where::Devices,
-               [](D d) { return error_of([&] { x234(d).select(-1, -5); }); },
+               [](D d) { return raised_by([&] { x234(d).select(-1, -5); }); },
                "select: index -5 out of range for dim -1 of size 4 (shape [2, 3, 4])"});
   e.push_back({"L01", "{op}: dim {dim} out of range for shape {shape:?} (rank {rank}, valid dims {valid})", Where::Devices,
-               [](D d) { return error_of([&] { x234(d).transpose(-4, 0); }); },
+               [](D d) { return raised_by([&] { x234(d).transpose(-4, 0); }); },
                "transpose: dim -4 out of range for shape [2, 3, 4] (rank 3, valid dims -3..=2)"});
   // candle's generic helpers, catalogued with the attention entries, raised here too.
   e.push_back({"A09", "unexpected rank, expected: {expected}, got: {got} ({shape:?})", Where::Cpu,
-               [](D) { return error_of([] { Shape{8}.dims2(); }); },
+               [](D) { return raised_by([] { Shape{8}.dims2(); }); },
                "unexpected rank, expected: 2, got: 1 ([8])"});
   e.push_back({"A04", "unexpected dtype, expected: {expected:?}, got: {got:?}", Where::Devices,
-               [](D d) { return error_of([&] { x234(d).to_vec<double>(); }); },
+               [](D d) { return raised_by([&] { x234(d).to_vec<double>(); }); },
                "unexpected dtype, expected: F64, got: F32"});
   return e;
 }
@@ -255,19 +265,19 @@ std::vector<Entry> tensor_entries() {
 std::vector<Entry> storage_entries() {
   std::vector<Entry> e;
   e.push_back({"S01", "this build of wick has no CUDA support (configure with WICK_CUDA=ON)", Where::CpuOnlyBuild,
-               [](D) { return error_of([] { Tensor::zeros({2}, DType::F32, Device::cuda(0)); }); },
+               [](D) { return raised_by([] { Tensor::zeros({2}, DType::F32, Device::cuda(0)); }); },
                "this build of wick has no CUDA support (configure with WICK_CUDA=ON)"});
   e.push_back({"S02", "no CUDA device is available for {device:?}", Where::CudaBuildNoGpu,
-               [](D) { return error_of([] { Tensor::zeros({2}, DType::F32, Device::cuda(0)); }); },
+               [](D) { return raised_by([] { Tensor::zeros({2}, DType::F32, Device::cuda(0)); }); },
                "no CUDA device is available for Cuda { gpu_id: 0 }"});
   e.push_back({"S03", "out of host memory allocating {bytes} bytes", Where::Cpu,
-               [](D) { return error_of([] { Tensor::empty({size_t{1} << 60}, DType::U8, Device::cpu()); }); },
+               [](D) { return raised_by([] { Tensor::empty({size_t{1} << 60}, DType::U8, Device::cpu()); }); },
                "out of host memory allocating 1152921504606846976 bytes"});
   e.push_back({"S04", "{op}: byte range [{begin}, {end}) outside storage of {bytes} bytes", Where::Devices,
                [](D d) {
                  auto s = Storage::allocate(16, d);
                  const char buf[8] = {};
-                 return error_of([&] { s->copy_from_host(10, buf, 8); });
+                 return raised_by([&] { s->copy_from_host(10, buf, 8); });
                },
                "copy_from_host: byte range [10, 18) outside storage of 16 bytes"});
   return e;
@@ -277,125 +287,125 @@ std::vector<Entry> ops_entries() {
   std::vector<Entry> e;
   const auto f32 = [](std::vector<float> v, Shape s, D d) { return Tensor::from_vec(std::move(v), s, d); };
   e.push_back({"O01", "{op}: unsupported dtype {dt:?} on {device:?}", Where::Devices,
-               [](D d) { return error_of([&] { neg(Tensor::arange(0, 3, DType::I64, d)); }); },
+               [](D d) { return raised_by([&] { neg(Tensor::arange(0, 3, DType::I64, d)); }); },
                "neg: unsupported dtype I64 on {dev}"});
   e.push_back({"O01", "{op}: unsupported dtype {dt:?} on {device:?}", Where::Devices,
                [](D d) {
                  Tensor a = Tensor::ones({2, 2}, DType::I32, d);
-                 return error_of([&] { matmul(a, a); });
+                 return raised_by([&] { matmul(a, a); });
                },
                "matmul: unsupported dtype I32 on {dev}"});
   e.push_back({"O03", "dtype mismatch in {op}, lhs: {lhs:?}, rhs: {rhs:?}", Where::Devices,
-               [](D d) { return error_of([&] { add(Tensor::ones({2}, DType::F32, d), Tensor::ones({2}, DType::F16, d)); }); },
+               [](D d) { return raised_by([&] { add(Tensor::ones({2}, DType::F32, d), Tensor::ones({2}, DType::F16, d)); }); },
                "dtype mismatch in add, lhs: F32, rhs: F16"});
   e.push_back({"O04", "shape mismatch in {op}, lhs: {lhs:?}, rhs: {rhs:?}", Where::Devices,
-               [](D d) { return error_of([&] { add(Tensor::ones({2, 3}, DType::F32, d), Tensor::ones({4}, DType::F32, d)); }); },
+               [](D d) { return raised_by([&] { add(Tensor::ones({2, 3}, DType::F32, d), Tensor::ones({4}, DType::F32, d)); }); },
                "shape mismatch in add, lhs: [2, 3], rhs: [4]"});
   e.push_back({"O01", "{op}: unsupported dtype {dt:?} on {device:?}", Where::Devices,
-               [](D d) { return error_of([&] { Tensor::rand({2}, DType::I32, d, 0); }); },
+               [](D d) { return raised_by([&] { Tensor::rand({2}, DType::I32, d, 0); }); },
                "rand: unsupported dtype I32 on {dev}"});
   e.push_back({"O01", "{op}: unsupported dtype {dt:?} on {device:?}", Where::Devices,
                [](D d) {
                  Tensor x = Tensor::ones({2, 2}, DType::I64, d);
-                 return error_of([&] { scatter_add(x, 0, x, x); });
+                 return raised_by([&] { scatter_add(x, 0, x, x); });
                },
                "scatter_add: unsupported dtype I64 on {dev}"});
   e.push_back({"O23", "clamp: needs lo <= hi, got lo {lo}, hi {hi}", Where::Devices,
-               [](D d) { return error_of([&] { clamp(x234(d), 1.0, 0.5); }); }, "clamp: needs lo <= hi, got lo 1, hi 0.5"});
+               [](D d) { return raised_by([&] { clamp(x234(d), 1.0, 0.5); }); }, "clamp: needs lo <= hi, got lo 1, hi 0.5"});
   e.push_back({"O24", "randint: low {low} must be below high {high}", Where::Devices,
-               [](D d) { return error_of([&] { Tensor::randint(5, 5, {3}, DType::I64, d, 0); }); },
+               [](D d) { return raised_by([&] { Tensor::randint(5, 5, {3}, DType::I64, d, 0); }); },
                "randint: low 5 must be below high 5"});
   e.push_back({"O25", "randint: [{low}, {high}) does not fit in {dt:?} (every value must convert exactly)", Where::Devices,
-               [](D d) { return error_of([&] { Tensor::randint(0, 300, {3}, DType::U8, d, 0); }); },
+               [](D d) { return raised_by([&] { Tensor::randint(0, 300, {3}, DType::U8, d, 0); }); },
                "randint: [0, 300) does not fit in U8 (every value must convert exactly)"});
   e.push_back({"O25", "randint: [{low}, {high}) does not fit in {dt:?} (every value must convert exactly)", Where::Devices,
-               [](D d) { return error_of([&] { Tensor::randint(-3000, 0, {3}, DType::F16, d, 0); }); },
+               [](D d) { return raised_by([&] { Tensor::randint(-3000, 0, {3}, DType::F16, d, 0); }); },
                "randint: [-3000, 0) does not fit in F16 (every value must convert exactly)"});
   e.push_back({"O26", "dropout: p must be in [0, 1], got {p}", Where::Devices,
-               [](D d) { return error_of([&] { dropout(x234(d), 1.5, 0); }); }, "dropout: p must be in [0, 1], got 1.5"});
+               [](D d) { return raised_by([&] { dropout(x234(d), 1.5, 0); }); }, "dropout: p must be in [0, 1], got 1.5"});
   e.push_back({"O27", "{op}: index has rank {r} but {what} has rank {r2}; they must match", Where::Devices,
                [](D d) {
-                 return error_of([&] { gather(x234(d), 1, Tensor::zeros({2}, DType::I64, d)); });
+                 return raised_by([&] { gather(x234(d), 1, Tensor::zeros({2}, DType::I64, d)); });
                },
                "gather: index has rank 1 but x has rank 3; they must match"});
   e.push_back({"O27", "{op}: index has rank {r} but {what} has rank {r2}; they must match", Where::Devices,
                [](D d) {
                  Tensor x = Tensor::zeros({2, 3}, DType::F32, d);
-                 return error_of([&] { scatter_add(x, 0, Tensor::zeros({1, 3}, DType::I64, d), Tensor::ones({3}, DType::F32, d)); });
+                 return raised_by([&] { scatter_add(x, 0, Tensor::zeros({1, 3}, DType::I64, d), Tensor::ones({3}, DType::F32, d)); });
                },
                "scatter_add: index has rank 2 but src has rank 1; they must match"});
   e.push_back({"O28", "{op}: index shape {shape:?} is larger than {what} shape {shape2:?} at dim {d}", Where::Devices,
                [](D d) {
-                 return error_of([&] { gather(Tensor::zeros({2, 3}, DType::F32, d), 1, Tensor::zeros({3, 1}, DType::I64, d)); });
+                 return raised_by([&] { gather(Tensor::zeros({2, 3}, DType::F32, d), 1, Tensor::zeros({3, 1}, DType::I64, d)); });
                },
                "gather: index shape [3, 1] is larger than x shape [2, 3] at dim 0"});
   e.push_back({"O28", "{op}: index shape {shape:?} is larger than {what} shape {shape2:?} at dim {d}", Where::Devices,
                [](D d) {
                  Tensor x = Tensor::zeros({2, 3}, DType::F32, d);
-                 return error_of([&] { scatter_add(x, 0, Tensor::zeros({2, 3}, DType::I64, d), Tensor::ones({2, 2}, DType::F32, d)); });
+                 return raised_by([&] { scatter_add(x, 0, Tensor::zeros({2, 3}, DType::I64, d), Tensor::ones({2, 2}, DType::F32, d)); });
                },
                "scatter_add: index shape [2, 3] is larger than src shape [2, 2] at dim 1"});
   e.push_back({"O17", "{op}: index {i} out of range for dim {dim} of size {size} (shape {shape:?})", Where::Devices,
                [](D d) {
                  Tensor idx = Tensor::from_vec(std::vector<int64_t>{0, 3}, Shape{2, 1}, d);
-                 return error_of([&] { gather(Tensor::zeros({2, 3}, DType::F32, d), -1, idx); });
+                 return raised_by([&] { gather(Tensor::zeros({2, 3}, DType::F32, d), -1, idx); });
                },
                "gather: index 3 out of range for dim 1 of size 3 (shape [2, 3])"});
   e.push_back({"O16", "{op}: indices must be U32, I32 or I64, got {dt:?}", Where::Devices,
-               [](D d) { return error_of([&] { one_hot(Tensor::zeros({2}, DType::F32, d), 3); }); },
+               [](D d) { return raised_by([&] { one_hot(Tensor::zeros({2}, DType::F32, d), 3); }); },
                "one_hot: indices must be U32, I32 or I64, got F32"});
   e.push_back({"O29", "one_hot: index {i} is outside [0, {num_classes})", Where::Devices,
                [](D d) {
-                 return error_of([&] { one_hot(Tensor::from_vec(std::vector<int32_t>{0, 3}, Shape{2}, d), 3); });
+                 return raised_by([&] { one_hot(Tensor::from_vec(std::vector<int32_t>{0, 3}, Shape{2}, d), 3); });
                },
                "one_hot: index 3 is outside [0, 3)"});
   e.push_back({"O30", "{op}: {what} must have shape (N, C), got {shape:?}", Where::Devices,
-               [](D d) { return error_of([&] { cross_entropy(x234(d), Tensor::zeros({2}, DType::I64, d)); }); },
+               [](D d) { return raised_by([&] { cross_entropy(x234(d), Tensor::zeros({2}, DType::I64, d)); }); },
                "cross_entropy: logits must have shape (N, C), got [2, 3, 4]"});
   e.push_back({"O30", "{op}: {what} must have shape (N, C), got {shape:?}", Where::Devices,
-               [](D d) { return error_of([&] { nll_loss(Tensor::zeros({3}, DType::F32, d), Tensor::zeros({3}, DType::I64, d)); }); },
+               [](D d) { return raised_by([&] { nll_loss(Tensor::zeros({3}, DType::F32, d), Tensor::zeros({3}, DType::I64, d)); }); },
                "nll_loss: log_probs must have shape (N, C), got [3]"});
   e.push_back({"O31", "{op}: targets must have shape [{n}] for {what} {shape:?}, got {tshape:?}", Where::Devices,
                [](D d) {
-                 return error_of([&] { cross_entropy(Tensor::zeros({4, 5}, DType::F32, d), Tensor::zeros({3}, DType::I64, d)); });
+                 return raised_by([&] { cross_entropy(Tensor::zeros({4, 5}, DType::F32, d), Tensor::zeros({3}, DType::I64, d)); });
                },
                "cross_entropy: targets must have shape [4] for logits [4, 5], got [3]"});
   e.push_back({"O32", "{op}: target {t} at position {n} is outside [0, {c}){ignored}", Where::Devices,
                [](D d) {
                  Tensor t = Tensor::from_vec(std::vector<int64_t>{0, 3}, Shape{2}, d);
-                 return error_of([&] { cross_entropy(Tensor::zeros({2, 3}, DType::F32, d), t); });
+                 return raised_by([&] { cross_entropy(Tensor::zeros({2, 3}, DType::F32, d), t); });
                },
                "cross_entropy: target 3 at position 1 is outside [0, 3)"});
   e.push_back({"O32", "{op}: target {t} at position {n} is outside [0, {c}){ignored}", Where::Devices,
                [](D d) {
                  Tensor t = Tensor::from_vec(std::vector<int64_t>{-1, -100}, Shape{2}, d);
-                 return error_of([&] { nll_loss(Tensor::zeros({2, 3}, DType::F32, d), t, -100); });
+                 return raised_by([&] { nll_loss(Tensor::zeros({2, 3}, DType::F32, d), t, -100); });
                },
                "nll_loss: target -1 at position 0 is outside [0, 3) and is not ignore_index -100"});
   e.push_back({"O33", "{op}: needs rank >= 2, got shape {shape:?}", Where::Devices,
-               [](D d) { return error_of([&] { tril(Tensor::ones({3}, DType::F32, d)); }); }, "tril: needs rank >= 2, got shape [3]"});
+               [](D d) { return raised_by([&] { tril(Tensor::ones({3}, DType::F32, d)); }); }, "tril: needs rank >= 2, got shape [3]"});
   e.push_back({"O34", "rope: positions shape {shape:?} must be a leading part of x's shape {x_shape:?} (without its last dim)",
                Where::Devices,
-               [](D d) { return error_of([&] { rope(Tensor::zeros({4, 2, 8}, DType::F32, d), Tensor::zeros({3}, DType::I64, d)); }); },
+               [](D d) { return raised_by([&] { rope(Tensor::zeros({4, 2, 8}, DType::F32, d), Tensor::zeros({3}, DType::I64, d)); }); },
                "rope: positions shape [3] must be a leading part of x's shape [4, 2, 8] (without its last dim)"});
   e.push_back({"O35", "rope: rotary_dim {rd} must be even and at most head_dim {d}", Where::Devices,
                [](D d) {
-                 return error_of([&] {
+                 return raised_by([&] {
                    rope(Tensor::zeros({4, 8}, DType::F32, d), Tensor::zeros({4}, DType::I64, d), 1e4, RopeStyle::HalfRotation, 5);
                  });
                },
                "rope: rotary_dim 5 must be even and at most head_dim 8"});
   e.push_back({"O36", "varlen_positions: {which} must have rank 1 and at least one entry, got shape {shape:?}", Where::Devices,
-               [](D d) { return error_of([&] { varlen_positions(Tensor::zeros({0}, DType::U32, d)); }); },
+               [](D d) { return raised_by([&] { varlen_positions(Tensor::zeros({0}, DType::U32, d)); }); },
                "varlen_positions: cu_seqlens must have rank 1 and at least one entry, got shape [0]"});
   e.push_back({"O37", "varlen_positions: {which} {values:?} is not cumulative from 0 (entry {i})", Where::Devices,
                [](D d) {
-                 return error_of([&] { varlen_positions(Tensor::from_vec(std::vector<uint32_t>{0, 5, 3}, Shape{3}, d)); });
+                 return raised_by([&] { varlen_positions(Tensor::from_vec(std::vector<uint32_t>{0, 5, 3}, Shape{3}, d)); });
                },
                "varlen_positions: cu_seqlens [0, 5, 3] is not cumulative from 0 (entry 2)"});
   e.push_back({"O38", "varlen_positions: cu_seqlens_k has {n} entries but cu_seqlens has {m}", Where::Devices,
                [](D d) {
-                 return error_of([&] {
+                 return raised_by([&] {
                    varlen_positions(Tensor::from_vec(std::vector<uint32_t>{0, 1, 2}, Shape{3}, d),
                                     Tensor::from_vec(std::vector<uint32_t>{0, 1}, Shape{2}, d));
                  });
@@ -403,7 +413,7 @@ std::vector<Entry> ops_entries() {
                "varlen_positions: cu_seqlens_k has 2 entries but cu_seqlens has 3"});
   e.push_back({"O39", "varlen_positions: sequence {b} has {sq} queries but only {sk} keys", Where::Devices,
                [](D d) {
-                 return error_of([&] {
+                 return raised_by([&] {
                    varlen_positions(Tensor::from_vec(std::vector<uint32_t>{0, 3}, Shape{2}, d),
                                     Tensor::from_vec(std::vector<uint32_t>{0, 2}, Shape{2}, d));
                  });
@@ -414,114 +424,114 @@ std::vector<Entry> ops_entries() {
                "elements would be written to one place",
                Where::Devices,
                [](D d) {
-                 return error_of([&] {
+                 return raised_by([&] {
                    copy_into(Tensor::zeros({3}, DType::F32, d).broadcast_as({2, 3}), Tensor::ones({2, 3}, DType::F32, d));
                  });
                },
                "copy_into: dst (shape [2, 3], stride [0, 1]) is a broadcast view: dim 0 has stride 0, so several elements "
                "would be written to one place"});
   e.push_back({"O21", "shape mismatch in matmul, lhs: {lhs:?}, rhs: {rhs:?}: {reason}", Where::Devices,
-               [](D d) { return error_of([&] { matmul(Tensor::ones({2, 3}, DType::F32, d), Tensor::ones({2, 3}, DType::F32, d)); }); },
+               [](D d) { return raised_by([&] { matmul(Tensor::ones({2, 3}, DType::F32, d), Tensor::ones({2, 3}, DType::F32, d)); }); },
                "shape mismatch in matmul, lhs: [2, 3], rhs: [2, 3]: inner dims differ: lhs k (its last dim) is 3, rhs k "
                "(its second-to-last dim) is 2"});
   e.push_back({"O21", "shape mismatch in matmul, lhs: {lhs:?}, rhs: {rhs:?}: {reason}", Where::Devices,
-               [](D d) { return error_of([&] { matmul(Tensor::ones({3}, DType::F32, d), Tensor::ones({3, 2}, DType::F32, d)); }); },
+               [](D d) { return raised_by([&] { matmul(Tensor::ones({3}, DType::F32, d), Tensor::ones({3, 2}, DType::F32, d)); }); },
                "shape mismatch in matmul, lhs: [3], rhs: [3, 2]: both sides need rank >= 2 (lhs has rank 1, rhs rank 2)"});
   e.push_back({"O21", "shape mismatch in matmul, lhs: {lhs:?}, rhs: {rhs:?}: {reason}", Where::Devices,
                [](D d) {
-                 return error_of([&] { matmul(Tensor::ones({2, 2, 3}, DType::F32, d), Tensor::ones({3, 3, 2}, DType::F32, d)); });
+                 return raised_by([&] { matmul(Tensor::ones({2, 2, 3}, DType::F32, d), Tensor::ones({3, 3, 2}, DType::F32, d)); });
                },
                "shape mismatch in matmul, lhs: [2, 2, 3], rhs: [3, 3, 2]: batch dims [2] and [3] do not broadcast"});
   e.push_back({"O05", "{op}: dim {dim} out of range for shape {shape:?} (rank {rank}, valid dims {valid})", Where::Devices,
-               [](D d) { return error_of([&] { argmax(Tensor::ones({2, 3}, DType::F32, d), 2); }); },
+               [](D d) { return raised_by([&] { argmax(Tensor::ones({2, 3}, DType::F32, d), 2); }); },
                "argmax: dim 2 out of range for shape [2, 3] (rank 2, valid dims -2..=1)"});
   e.push_back({"O06", "{op}: dim {dim} appears twice in {dims:?} for shape {shape:?}", Where::Devices,
-               [](D d) { return error_of([&] { sum(Tensor::ones({2, 3}, DType::F32, d), {1, 1}); }); },
+               [](D d) { return raised_by([&] { sum(Tensor::ones({2, 3}, DType::F32, d), {1, 1}); }); },
                "sum: dim 1 appears twice in [1, 1] for shape [2, 3]"});
   e.push_back({"O05", "{op}: dim {dim} out of range for shape {shape:?} (rank {rank}, valid dims {valid})", Where::Devices,
-               [](D d) { return error_of([&] { sum(x234(d), {-4}); }); },
+               [](D d) { return raised_by([&] { sum(x234(d), {-4}); }); },
                "sum: dim -4 out of range for shape [2, 3, 4] (rank 3, valid dims -3..=2)"});
   e.push_back({"O06", "{op}: dim {dim} appears twice in {dims:?} for shape {shape:?}", Where::Devices,
-               [](D d) { return error_of([&] { sum(x234(d), {2, -1}); }); },
+               [](D d) { return raised_by([&] { sum(x234(d), {2, -1}); }); },
                "sum: dim 2 appears twice in [2, -1] for shape [2, 3, 4]"});
   e.push_back({"O07", "{op}: shape {shape:?} has rank {rank}, CUDA kernels take at most {max} dims (call contiguous() and reshape first)",
                Where::Gpu,
-               [](D d) { return error_of([&] { neg(Tensor::ones({1, 1, 1, 1, 1, 1, 1, 1, 2}, DType::F32, d)); }); },
+               [](D d) { return raised_by([&] { neg(Tensor::ones({1, 1, 1, 1, 1, 1, 1, 1, 2}, DType::F32, d)); }); },
                "neg: shape [1, 1, 1, 1, 1, 1, 1, 1, 2] has rank 9, CUDA kernels take at most 8 dims (call contiguous() and "
                "reshape first)"});
   e.push_back({"O08", "div: integer division by zero", Where::Cpu,
                [](D d) {
                  Tensor a = Tensor::from_vec(std::vector<int32_t>{6, 1}, Shape{2}, d);
                  Tensor b = Tensor::from_vec(std::vector<int32_t>{3, 0}, Shape{2}, d);
-                 return error_of([&] { div(a, b); });
+                 return raised_by([&] { div(a, b); });
                },
                "div: integer division by zero"});
   e.push_back({"O09", "where: condition must be U8, got {dt:?}", Where::Devices,
                [](D d) {
                  Tensor a = Tensor::ones({2}, DType::F32, d);
-                 return error_of([&] { where(a, a, a); });
+                 return raised_by([&] { where(a, a, a); });
                },
                "where: condition must be U8, got F32"});
   e.push_back({"O10", "{op}: needs rank >= 1, got shape []", Where::Devices,
-               [](D d) { return error_of([&] { softmax(Tensor::ones(Shape{}, DType::F32, d)); }); },
+               [](D d) { return raised_by([&] { softmax(Tensor::ones(Shape{}, DType::F32, d)); }); },
                "softmax: needs rank >= 1, got shape []"});
   e.push_back({"O11", "{op}: {param} must have shape [{d}] for x of shape {x_shape:?}, got {shape:?}", Where::Devices,
                [f32](D d) {
                  Tensor x = Tensor::randn({2, 4}, DType::F32, d, 2);
-                 return error_of([&] { rms_norm(x, f32({1, 1, 1}, Shape{3}, d), 1e-5); });
+                 return raised_by([&] { rms_norm(x, f32({1, 1, 1}, Shape{3}, d), 1e-5); });
                },
                "rms_norm: weight must have shape [4] for x of shape [2, 4], got [3]"});
   e.push_back({"O12", "{op}: cannot reduce over an empty dim of shape {shape:?}", Where::Devices,
-               [](D d) { return error_of([&] { max(Tensor::ones({2, 0}, DType::F32, d), {1}); }); },
+               [](D d) { return raised_by([&] { max(Tensor::ones({2, 0}, DType::F32, d), {1}); }); },
                "max: cannot reduce over an empty dim of shape [2, 0]"});
   e.push_back({"O13", "sum_to: cannot sum {shape:?} down to {target:?}", Where::Devices,
-               [](D d) { return error_of([&] { sum_to(Tensor::ones({2, 3}, DType::F32, d), Shape{4}); }); },
+               [](D d) { return raised_by([&] { sum_to(Tensor::ones({2, 3}, DType::F32, d), Shape{4}); }); },
                "sum_to: cannot sum [2, 3] down to [4]"});
-  e.push_back({"O14", "cat: empty list of tensors", Where::Cpu, [](D) { return error_of([] { cat({}, 0); }); },
+  e.push_back({"O14", "cat: empty list of tensors", Where::Cpu, [](D) { return raised_by([] { cat({}, 0); }); },
                "cat: empty list of tensors"});
   e.push_back({"O15", "shape mismatch in cat for dim {dim}, shape for arg 1: {shape:?} shape for arg {i}: {shape_i:?}",
                Where::Devices,
                [](D d) {
-                 return error_of([&] { cat({Tensor::ones({2, 3}, DType::F32, d), Tensor::ones({2, 4}, DType::F32, d)}, 0); });
+                 return raised_by([&] { cat({Tensor::ones({2, 3}, DType::F32, d), Tensor::ones({2, 4}, DType::F32, d)}, 0); });
                },
                "shape mismatch in cat for dim 0, shape for arg 1: [2, 3] shape for arg 2: [2, 4]"});
   e.push_back({"O16", "{op}: indices must be U32, I32 or I64, got {dt:?}", Where::Devices,
                [](D d) {
-                 return error_of([&] { index_select(x234(d), Tensor::zeros({2}, DType::F32, d), 0); });
+                 return raised_by([&] { index_select(x234(d), Tensor::zeros({2}, DType::F32, d), 0); });
                },
                "index_select: indices must be U32, I32 or I64, got F32"});
   e.push_back({"O16", "{op}: indices must be U32, I32 or I64, got {dt:?}", Where::Devices,
                [](D d) {
-                 return error_of([&] { embedding(Tensor::zeros({2}, DType::F32, d), Tensor::ones({3, 2}, DType::F32, d)); });
+                 return raised_by([&] { embedding(Tensor::zeros({2}, DType::F32, d), Tensor::ones({3, 2}, DType::F32, d)); });
                },
                "embedding: indices must be U32, I32 or I64, got F32"});
   e.push_back({"O17", "{op}: index {i} out of range for dim {dim} of size {size} (shape {shape:?})", Where::Devices,
                [](D d) {
                  Tensor idx = Tensor::from_vec(std::vector<int64_t>{0, 5}, Shape{2}, d);
-                 return error_of([&] { index_select(x234(d), idx, 1); check_device_faults(d); });
+                 return raised_by([&] { index_select(x234(d), idx, 1); check_device_faults(d); });
                },
                "index_select: index 5 out of range for dim 1 of size 3 (shape [2, 3, 4])"});
   e.push_back({"O17", "{op}: index {i} out of range for dim {dim} of size {size} (shape {shape:?})", Where::Devices,
                [](D d) {
                  Tensor ids = Tensor::from_vec(std::vector<int64_t>{1, 4}, Shape{2}, d);
-                 return error_of([&] { embedding(ids, Tensor::ones({3, 2}, DType::F32, d)); check_device_faults(d); });
+                 return raised_by([&] { embedding(ids, Tensor::ones({3, 2}, DType::F32, d)); check_device_faults(d); });
                },
                "embedding: index 4 out of range for dim 0 of size 3 (shape [3, 2])"});
   e.push_back({"O18", "index_select: indices must have rank 1, got shape {shape:?}", Where::Devices,
                [](D d) {
                  Tensor idx = Tensor::from_vec(std::vector<int64_t>{0, 1}, Shape{1, 2}, d);
-                 return error_of([&] { index_select(x234(d), idx, 0); });
+                 return raised_by([&] { index_select(x234(d), idx, 0); });
                },
                "index_select: indices must have rank 1, got shape [1, 2]"});
   e.push_back({"O19", "embedding: table must have rank 2 (vocab, hidden), got shape {shape:?}", Where::Devices,
                [](D d) {
                  Tensor ids = Tensor::from_vec(std::vector<int64_t>{0, 1}, Shape{2}, d);
-                 return error_of([&] { embedding(ids, x234(d)); });
+                 return raised_by([&] { embedding(ids, x234(d)); });
                },
                "embedding: table must have rank 2 (vocab, hidden), got shape [2, 3, 4]"});
   // candle's device mismatch (catalogued as A01) from an elementwise op.
   e.push_back({"A01", "device mismatch in {op}, lhs: {lhs:?}, rhs: {rhs:?}", Where::Gpu,
-               [](D d) { return error_of([&] { add(Tensor::ones({2}, DType::F32, d), Tensor::ones({2}, DType::F32, D::cpu())); }); },
+               [](D d) { return raised_by([&] { add(Tensor::ones({2}, DType::F32, d), Tensor::ones({2}, DType::F32, D::cpu())); }); },
                "device mismatch in add, lhs: Cuda { gpu_id: 0 }, rhs: Cpu"});
   return e;
 }
@@ -530,19 +540,19 @@ std::vector<Entry> autograd_entries() {
   std::vector<Entry> e;
   e.push_back({"G01", "backward: the tensor {shape:?} does not require grad and has no graph (computed under NoGradGuard, "
                "detached, or from inputs none of which requires grad)",
-               Where::Devices, [](D d) { return error_of([&] { Tensor::ones({1}, DType::F32, d).backward(); }); },
+               Where::Devices, [](D d) { return raised_by([&] { Tensor::ones({1}, DType::F32, d).backward(); }); },
                "backward: the tensor [1] does not require grad and has no graph (computed under NoGradGuard, detached, "
                "or from inputs none of which requires grad)"});
   e.push_back({"G02", "backward: the seed gradient must match the output {shape:?} {dt:?} on {device:?}, got {seed}",
                Where::Devices,
                [](D d) {
                  Tensor y = mul(f64_leaf(d), f64_leaf(d));
-                 return error_of([&] { y.backward(Tensor::ones({2}, DType::F64, d)); });
+                 return raised_by([&] { y.backward(Tensor::ones({2}, DType::F64, d)); });
                },
                "backward: the seed gradient must match the output [3] F64 on {dev}, got [2] F64 on {dev}"});
   e.push_back({"G03", "backward: the output has shape {shape:?} ({n} elements); without a seed only a single-element loss "
                "can be differentiated, pass a seed gradient of the output's shape: backward(seed)",
-               Where::Devices, [](D d) { return error_of([&] { mul(f64_leaf(d), f64_leaf(d)).backward(); }); },
+               Where::Devices, [](D d) { return raised_by([&] { mul(f64_leaf(d), f64_leaf(d)).backward(); }); },
                "backward: the output has shape [3] (3 elements); without a seed only a single-element loss can be "
                "differentiated, pass a seed gradient of the output's shape: backward(seed)"});
   e.push_back({"G04", "backward: the graph through '{op}' was freed by an earlier backward pass; pass retain_graph = true "
@@ -552,14 +562,14 @@ std::vector<Entry> autograd_entries() {
                  Tensor x = f64_leaf(d);
                  Tensor loss = sum_all(mul(x, x));
                  loss.backward();
-                 return error_of([&] { loss.backward(); });
+                 return raised_by([&] { loss.backward(); });
                },
                "backward: the graph through 'sum' was freed by an earlier backward pass; pass retain_graph = true to "
                "the first pass to run backward through the same graph twice"});
   e.push_back({"G05", "backward of '{op}': the rule returned {n} gradients for {m} inputs", Where::Devices,
                [](D d) {
                  Tensor y = recorded(f64_leaf(d), "twice", [](const Tensor& g) { return Grads{g, g}; });
-                 return error_of([&] { y.backward(Tensor::ones({3}, DType::F64, d)); });
+                 return raised_by([&] { y.backward(Tensor::ones({3}, DType::F64, d)); });
                },
                "backward of 'twice': the rule returned 2 gradients for 1 inputs"});
   e.push_back({"G06", "backward of '{op}': gradient for input {i} is {shape:?} {dt:?} on {device:?} but the input is "
@@ -567,34 +577,34 @@ std::vector<Entry> autograd_entries() {
                Where::Devices,
                [](D d) {
                  Tensor y = recorded(f64_leaf(d), "short", [](const Tensor& g) { return Grads{g.narrow(0, 0, 2)}; });
-                 return error_of([&] { y.backward(Tensor::ones({3}, DType::F64, d)); });
+                 return raised_by([&] { y.backward(Tensor::ones({3}, DType::F64, d)); });
                },
                "backward of 'short': gradient for input 0 is [2] F64 on {dev} but the input is [3] F64 on {dev}"});
   e.push_back({"G07", "backward of '{op}': the node has no backward rule", Where::Devices,
                [](D d) {
                  Tensor y = recorded(f64_leaf(d), "opaque", nullptr);
-                 return error_of([&] { y.backward(Tensor::ones({3}, DType::F64, d)); });
+                 return raised_by([&] { y.backward(Tensor::ones({3}, DType::F64, d)); });
                },
                "backward of 'opaque': the node has no backward rule"});
   e.push_back({"G08", "backward: cannot sum two gradients of {what} with shapes {a:?} and {b:?}", Where::Devices,
                [](D d) {
                  Tensor x = f64_leaf(d);
                  x.set_grad(Tensor::ones({2}, DType::F64, d));
-                 return error_of([&] { sum_all(x).backward(); });
+                 return raised_by([&] { sum_all(x).backward(); });
                },
                "backward: cannot sum two gradients of leaf [3] with shapes [2] and [3]"});
   e.push_back({"G09", "backward: cannot sum two gradients of {what} with dtypes {a:?} and {b:?}", Where::Devices,
                [](D d) {
                  Tensor x = f64_leaf(d);
                  x.set_grad(Tensor::ones({3}, DType::F32, d));
-                 return error_of([&] { sum_all(x).backward(); });
+                 return raised_by([&] { sum_all(x).backward(); });
                },
                "backward: cannot sum two gradients of leaf [3] with dtypes F32 and F64"});
   e.push_back({"G10", "backward: cannot sum two gradients of {what} on {a:?} and {b:?}", Where::Gpu,
                [](D d) {
                  Tensor x = f64_leaf(d);
                  x.set_grad(Tensor::ones({3}, DType::F64, D::cpu()));
-                 return error_of([&] { sum_all(x).backward(); });
+                 return raised_by([&] { sum_all(x).backward(); });
                },
                "backward: cannot sum two gradients of leaf [3] on Cpu and Cuda { gpu_id: 0 }"});
   // ---- custom ops ----
@@ -602,19 +612,19 @@ std::vector<Entry> autograd_entries() {
                [](D d) {
                  autograd::CustomOp op = cube_op();
                  op.name.clear();
-                 return error_of([&] { op({f64_leaf(d)}); });
+                 return raised_by([&] { op({f64_leaf(d)}); });
                },
                "custom op: the op has no name (set CustomOp::name)"});
   e.push_back({"G12", "custom op '{name}': called with no inputs", Where::Cpu,
-               [](D) { return error_of([] { cube_op()({}); }); }, "custom op 'cube': called with no inputs"});
+               [](D) { return raised_by([] { cube_op()({}); }); }, "custom op 'cube': called with no inputs"});
   e.push_back({"G13", "custom op '{name}': input {i} is an empty (default-constructed) tensor", Where::Devices,
-               [](D d) { return error_of([&] { cube_op()({f64_leaf(d), Tensor()}); }); },
+               [](D d) { return raised_by([&] { cube_op()({f64_leaf(d), Tensor()}); }); },
                "custom op 'cube': input 1 is an empty (default-constructed) tensor"});
   e.push_back({"G14", "custom op '{name}': no {cpu|cuda} forward, so it cannot run on {device:?} inputs", Where::Devices,
                [](D d) {
                  autograd::CustomOp op = cube_op();
                  op.cpu_forward = op.cuda_forward = nullptr;
-                 return error_of([&] { op({f64_leaf(d)}); });
+                 return raised_by([&] { op({f64_leaf(d)}); });
                },
                "custom op 'cube': no {kind} forward, so it cannot run on {dev} inputs"});
   e.push_back({"G15", "custom op '{name}': input {i} requires grad but the op has no backward; set CustomOp::backward, "
@@ -623,7 +633,7 @@ std::vector<Entry> autograd_entries() {
                [](D d) {
                  autograd::CustomOp op = cube_op();
                  op.backward = nullptr;
-                 return error_of([&] { op({f64_leaf(d)}); });
+                 return raised_by([&] { op({f64_leaf(d)}); });
                },
                "custom op 'cube': input 0 requires grad but the op has no backward; set CustomOp::backward, run it "
                "under NoGradGuard, or pass detached inputs"});
@@ -631,7 +641,7 @@ std::vector<Entry> autograd_entries() {
                [](D d) {
                  autograd::CustomOp op = cube_op();
                  op.cpu_forward = op.cuda_forward = [](const Grads&) { return Grads{}; };
-                 return error_of([&] { op({f64_leaf(d)}); });
+                 return raised_by([&] { op({f64_leaf(d)}); });
                },
                "custom op 'cube': the {kind} forward returned no output"});
   e.push_back({"G17", "custom op '{name}': forward output {i} is on {device:?} but the inputs are on {inputs_device:?}",
@@ -639,32 +649,32 @@ std::vector<Entry> autograd_entries() {
                [](D d) {
                  autograd::CustomOp op = cube_op();
                  op.cuda_forward = [](const Grads& in) { return Grads{in[0].to_device(D::cpu())}; };
-                 return error_of([&] { op({f64_leaf(d)}); });
+                 return raised_by([&] { op({f64_leaf(d)}); });
                },
                "custom op 'cube': forward output 0 is on Cpu but the inputs are on Cuda { gpu_id: 0 }"});
   e.push_back({"A01", "device mismatch in {op}, lhs: {lhs:?}, rhs: {rhs:?}", Where::Gpu,
-               [](D d) { return error_of([&] { cube_op()({f64_leaf(D::cpu()), f64_leaf(d)}); }); },
+               [](D d) { return raised_by([&] { cube_op()({f64_leaf(D::cpu()), f64_leaf(d)}); }); },
                "device mismatch in cube, lhs: Cpu, rhs: Cuda { gpu_id: 0 }"});
   // ---- gradcheck ----
   e.push_back({"G18", "gradcheck: the function's output is an empty (default-constructed) tensor", Where::Cpu,
-               [](D d) { return error_of([&] { autograd::gradcheck([](const Grads&) { return Tensor(); }, {f64_leaf(d)}); }); },
+               [](D d) { return raised_by([&] { autograd::gradcheck([](const Grads&) { return Tensor(); }, {f64_leaf(d)}); }); },
                "gradcheck: the function's output is an empty (default-constructed) tensor"});
   e.push_back({"G19", "gradcheck: the function must return a float tensor, got {dt:?}", Where::Cpu,
                [](D d) {
-                 return error_of([&] { autograd::gradcheck([](const Grads& in) { return gt(in[0], in[0]); }, {f64_leaf(d)}); });
+                 return raised_by([&] { autograd::gradcheck([](const Grads& in) { return gt(in[0], in[0]); }, {f64_leaf(d)}); });
                },
                "gradcheck: the function must return a float tensor, got U8"});
   e.push_back({"G20", "gradcheck: the output {shape:?} has no graph: the function does not depend on its inputs through "
                "recorded ops",
                Where::Cpu,
                [](D d) {
-                 return error_of([&] { autograd::gradcheck([](const Grads& in) { return in[0].detach(); }, {f64_leaf(d)}); });
+                 return raised_by([&] { autograd::gradcheck([](const Grads& in) { return in[0].detach(); }, {f64_leaf(d)}); });
                },
                "gradcheck: the output [3] has no graph: the function does not depend on its inputs through recorded ops"});
   e.push_back({"G21", "gradcheck: every input must be a float tensor (capture index or mask tensors in f)", Where::Cpu,
                [](D) {
                  Tensor idx = Tensor::arange(0, 3, DType::I64, D::cpu());
-                 return error_of([&] { autograd::gradcheck([](const Grads& in) { return in[0]; }, {idx}); });
+                 return raised_by([&] { autograd::gradcheck([](const Grads& in) { return in[0]; }, {idx}); });
                },
                "gradcheck: every input must be a float tensor (capture index or mask tensors in f)"});
   e.push_back({"G22", "gradcheck_device: the output on {device:?} has {n} elements, on Cpu {m}", Where::Cpu,
@@ -675,32 +685,32 @@ std::vector<Entry> autograd_entries() {
                    Tensor y = mul(in[0], in[0]);
                    return in[0].dtype() == DType::F64 ? y : y.narrow(0, 0, 2);
                  };
-                 return error_of([&] { autograd::gradcheck_device(f, {f64_leaf(D::cpu())}, D::cpu()); });
+                 return raised_by([&] { autograd::gradcheck_device(f, {f64_leaf(D::cpu())}, D::cpu()); });
                },
                "gradcheck_device: the output on Cpu has 2 elements, on Cpu 3"});
   // ---- optimizers ----
   e.push_back({"G23", "{optimizer}: parameter {i} is an empty (default-constructed) tensor", Where::Cpu,
-               [](D) { return error_of([] { autograd::SGD({Tensor()}, {0.1}); }); }, "SGD: parameter 0 is an empty (default-constructed) tensor"});
+               [](D) { return raised_by([] { autograd::SGD({Tensor()}, {0.1}); }); }, "SGD: parameter 0 is an empty (default-constructed) tensor"});
   e.push_back({"G24", "{optimizer}: parameter {i} has dtype {dt:?}; parameters must be float", Where::Devices,
-               [](D d) { return error_of([&] { autograd::AdamW({Tensor::arange(0, 3, DType::I64, d)}, {}); }); },
+               [](D d) { return raised_by([&] { autograd::AdamW({Tensor::arange(0, 3, DType::I64, d)}, {}); }); },
                "AdamW: parameter 0 has dtype I64; parameters must be float"});
   e.push_back({"G25", "{optimizer}: parameter {i} {shape:?} is computed by '{op}', not a leaf; pass the tensors that were "
                "created with requires_grad(true)",
                Where::Devices,
                [](D d) {
                  Tensor x = f64_leaf(d);
-                 return error_of([&] { autograd::SGD({x, mul(x, x)}, {0.1}); });
+                 return raised_by([&] { autograd::SGD({x, mul(x, x)}, {0.1}); });
                },
                "SGD: parameter 1 [3] is computed by 'mul', not a leaf; pass the tensors that were created with "
                "requires_grad(true)"});
   e.push_back({"G26", "{optimizer}: parameter {i} {shape:?} does not require grad", Where::Devices,
-               [](D d) { return error_of([&] { autograd::AdamW({Tensor::ones({1}, DType::F32, d)}, {}); }); },
+               [](D d) { return raised_by([&] { autograd::AdamW({Tensor::ones({1}, DType::F32, d)}, {}); }); },
                "AdamW: parameter 0 [1] does not require grad"});
   e.push_back({"G27", "{optimizer}: parameter {i} {shape:?} is not contiguous", Where::Devices,
                [](D d) {
                  Tensor mt = Tensor::randn({2, 3}, DType::F64, d, 1).t();
                  mt.requires_grad(true);
-                 return error_of([&] { autograd::SGD({mt}, {0.1}); });
+                 return raised_by([&] { autograd::SGD({mt}, {0.1}); });
                },
                "SGD: parameter 0 [3, 2] is not contiguous"});
   e.push_back({"G28", "SGD: nesterov needs momentum > 0 and dampening 0 (got momentum {momentum}, dampening {dampening})",
@@ -710,7 +720,7 @@ std::vector<Entry> autograd_entries() {
                  o.nesterov = true;
                  o.momentum = 0.9;
                  o.dampening = 0.5;
-                 return error_of([&] { autograd::SGD({f64_leaf(d)}, o); });
+                 return raised_by([&] { autograd::SGD({f64_leaf(d)}, o); });
                },
                "SGD: nesterov needs momentum > 0 and dampening 0 (got momentum 0.9, dampening 0.5)"});
   return e;
@@ -720,9 +730,9 @@ std::vector<Entry> cuda_entries() {
   std::vector<Entry> e;
   // The macro's text is checked in every build (a CPU-only build names the code only).
   e.push_back({"C01", "CUDA error {code} ({name}) in {expr} at {file}:{line}", Where::Cpu,
-               [](D) { return cuda_check_text(false); }, cuda_check_text(true)});
+               [](D) { return cuda_check_text(false); }, cuda_check_text(true).what});
 #ifdef WICK_WITH_CUDA
-  const std::string cublas_expected = cublas_check_text(true);
+  const std::string cublas_expected = cublas_check_text(true).what;
 #else
   const std::string cublas_expected =
       "cuBLAS error 15 (CUBLAS_STATUS_NOT_SUPPORTED) in cublas_not_supported() at " + std::string(__FILE__) + ":0";
@@ -732,7 +742,7 @@ std::vector<Entry> cuda_entries() {
 #ifdef WICK_WITH_CUDA
                  return cublas_check_text(false);
 #else
-                 return std::string();
+                 return Raised{};
 #endif
                },
                cublas_expected});
@@ -740,7 +750,7 @@ std::vector<Entry> cuda_entries() {
   // directly, which the calls below do (each throws before touching a pointer or the GPU).
   auto kernel_entry = [&](const char* id, const char* templ, Where where, std::function<void()> f,
                           const char* expected) {
-    e.push_back({id, templ, where, [f](D) { return error_of(f); }, expected});
+    e.push_back({id, templ, where, [f](D) { return raised_by(f); }, expected});
   };
   kernel_entry("C03", "cuBLAS: invalid device {device}", Where::CudaBuild,
                KERNEL_CALL(kernels::gemm(kernels::ElemType::F32, -1, gemm_1x1x1(), nullptr, nullptr, nullptr)),
@@ -792,6 +802,15 @@ std::vector<Entry> cuda_entries() {
   kernel_entry("C12", "flash_fwd_naive: head_size {head_size} is larger than {max}, the largest the kernels support",
                Where::CudaBuild, KERNEL_CALL(kernels::flash_fwd_naive(flash_params(520, 2, 1), nullptr)),
                "flash_fwd_naive: head_size 520 is larger than 512, the largest the kernels support");
+  kernel_entry("C17", "flash_bwd: head_size {head_size} is outside [1, 512]", Where::CudaBuild,
+               KERNEL_CALL(kernels::flash_bwd(flash_bwd_params(520, 2, 1), nullptr)),
+               "flash_bwd: head_size 520 is outside [1, 512]");
+  kernel_entry("C18", "flash_bwd: num_heads {num_heads} is not a multiple of num_heads_k {num_heads_k}",
+               Where::CudaBuild, KERNEL_CALL(kernels::flash_bwd(flash_bwd_params(64, 3, 2), nullptr)),
+               "flash_bwd: num_heads 3 is not a multiple of num_heads_k 2");
+  kernel_entry("C19", "flash_bwd: the forward's out and lse and the gradient of out are required", Where::CudaBuild,
+               KERNEL_CALL(kernels::flash_bwd(flash_bwd_params(64, 4, 2), nullptr)),
+               "flash_bwd: the forward's out and lse and the gradient of out are required");
   return e;
 }
 
@@ -812,7 +831,7 @@ std::string st_file(const std::string& name, const std::string& header, size_t d
 }
 
 std::string load_error(const std::string& path) {
-  return error_of([&] { load_safetensors(path); });
+  return raised_by([&] { load_safetensors(path); });
 }
 
 // A DLManagedTensor over a static f64 buffer, for the refusals (none of them takes ownership).
@@ -834,7 +853,7 @@ struct Dl {
 std::string dl_error(const std::function<void(Dl&)>& edit) {
   Dl dl;
   edit(dl);
-  return error_of([&] { from_dlpack(&dl.m); });
+  return raised_by([&] { from_dlpack(&dl.m); });
 }
 
 std::vector<Entry> io_entries() {
@@ -850,7 +869,7 @@ std::vector<Entry> io_entries() {
   add("T01", "{op}: cannot {action} {path}: {reason}", [dir] { return load_error(dir); },
       "load_safetensors: cannot read " + dir + ": Is a directory");
   add("T01", "{op}: cannot {action} {path}: {reason}",
-      [] { return error_of([] { save_safetensors("/no/such/dir/model.safetensors", {}); }); },
+      [] { return raised_by([] { save_safetensors("/no/such/dir/model.safetensors", {}); }); },
       "save_safetensors: cannot open /no/such/dir/model.safetensors: No such file or directory");
   const std::string p = tmp + "/wick_catalog_";
   add("T02", "load_safetensors: {path}: the file has {n} bytes, fewer than the 8 of the header length",
@@ -919,16 +938,16 @@ std::vector<Entry> io_entries() {
       "load_safetensors: " + p + "f10: the header names 'w' twice");
   add("T11", "save_safetensors: the name '__metadata__' is reserved for the metadata",
       [p] {
-        return error_of([&] { save_safetensors(p + "f11", {{"__metadata__", Tensor::zeros({1}, DType::F32, D::cpu())}}); });
+        return raised_by([&] { save_safetensors(p + "f11", {{"__metadata__", Tensor::zeros({1}, DType::F32, D::cpu())}}); });
       },
       "save_safetensors: the name '__metadata__' is reserved for the metadata");
   add("T12", "save_safetensors: tensor '{name}' is an empty (default-constructed) tensor",
-      [p] { return error_of([&] { save_safetensors(p + "f12", {{"w", Tensor()}}); }); },
+      [p] { return raised_by([&] { save_safetensors(p + "f12", {{"w", Tensor()}}); }); },
       "save_safetensors: tensor 'w' is an empty (default-constructed) tensor");
   // ---- DLPack ----
-  add("L12", "{op}: {what} is an empty (default-constructed) tensor", [] { return error_of([] { to_dlpack(Tensor()); }); },
+  add("L12", "{op}: {what} is an empty (default-constructed) tensor", [] { return raised_by([] { to_dlpack(Tensor()); }); },
       "to_dlpack: the tensor is an empty (default-constructed) tensor");
-  add("D01", "from_dlpack: the DLManagedTensor pointer is null", [] { return error_of([] { from_dlpack(nullptr); }); },
+  add("D01", "from_dlpack: the DLManagedTensor pointer is null", [] { return raised_by([] { from_dlpack(nullptr); }); },
       "from_dlpack: the DLManagedTensor pointer is null");
   add("D02", "from_dlpack: device type {type} is not one wick can use (kDLCPU, kDLCUDAHost, kDLCUDA, kDLCUDAManaged)",
       [] { return dl_error([](Dl& d) { d.m.dl_tensor.device.device_type = kDLOpenCL; }); },
@@ -967,36 +986,36 @@ std::vector<Entry> nn_entries() {
                [lin_sd](D) {
                  auto sd = lin_sd();
                  sd["weight"] = Tensor();
-                 return error_of([&] { nn::Linear(4, 8).load_state_dict(sd); });
+                 return raised_by([&] { nn::Linear(4, 8).load_state_dict(sd); });
                },
                "load_state_dict: 'weight' is an empty (default-constructed) tensor in the state dict"});
   e.push_back({"N02", "load_state_dict: '{name}' has shape {shape:?} in the state dict but {shape2:?} in the module",
                Where::Devices,
                [lin_sd](D d) {
-                 return error_of([&] { nn::Linear(4, 3, true, DType::F32, d).load_state_dict(lin_sd()); });
+                 return raised_by([&] { nn::Linear(4, 3, true, DType::F32, d).load_state_dict(lin_sd()); });
                },
                "load_state_dict: 'weight' has shape [8, 4] in the state dict but [3, 4] in the module"});
   e.push_back({"N03", "load_state_dict: the state dict lacks {n} parameter(s) of the module: {names}", Where::Cpu,
                [lin_sd](D) {
                  auto sd = lin_sd();
                  sd.erase("bias");
-                 return error_of([&] { nn::Linear(4, 8).load_state_dict(sd); });
+                 return raised_by([&] { nn::Linear(4, 8).load_state_dict(sd); });
                },
                "load_state_dict: the state dict lacks 1 parameter(s) of the module: bias"});
   e.push_back({"N04", "load_state_dict: the state dict has {n} name(s) the module does not: {names}", Where::Cpu,
                [lin_sd](D) {
                  auto sd = lin_sd();
                  for (int i = 0; i < 6; ++i) sd["extra" + std::to_string(i)] = Tensor::zeros({1}, DType::F32, D::cpu());
-                 return error_of([&] { nn::Linear(4, 8).load_state_dict(sd); });
+                 return raised_by([&] { nn::Linear(4, 8).load_state_dict(sd); });
                },
                "load_state_dict: the state dict has 6 name(s) the module does not: extra0, extra1, extra2, extra3, extra4, "
                "... (6 in all)"});
   e.push_back({"N05", "clip_grad_norm: max_norm must be >= 0, got {max_norm}", Where::Cpu,
-               [](D) { return error_of([] { nn::clip_grad_norm({}, -1.0); }); }, "clip_grad_norm: max_norm must be >= 0, got -1"});
+               [](D) { return raised_by([] { nn::clip_grad_norm({}, -1.0); }); }, "clip_grad_norm: max_norm must be >= 0, got -1"});
   e.push_back({"N06",
                "CosineSchedule: needs 0 < total_steps and warmup_steps <= total_steps, got total_steps {total}, warmup_steps "
                "{warmup}",
-               Where::Cpu, [](D) { return error_of([] { nn::CosineSchedule(1e-3, 100, 200); }); },
+               Where::Cpu, [](D) { return raised_by([] { nn::CosineSchedule(1e-3, 100, 200); }); },
                "CosineSchedule: needs 0 < total_steps and warmup_steps <= total_steps, got total_steps 100, warmup_steps 200"});
   return e;
 }
@@ -1062,7 +1081,7 @@ TEST_CASE("error catalogue: every tensor, storage, ops, autograd and CUDA entry 
       DEVICE_CONTEXT(dev);
       const std::string expected = fill(e.expected, dev);
       CHECK(catalog::matches_template(expected, e.templ));
-      CHECK(e.trigger(dev) == expected);
+      catalog::check_raised(e.trigger(dev), e.id, expected);
     }
   }
 }
@@ -1070,8 +1089,10 @@ TEST_CASE("error catalogue: every tensor, storage, ops, autograd and CUDA entry 
 TEST_CASE("error catalogue: a real CUDA failure carries the runtime's code, name and place") {
   SKIP_WITHOUT_CUDA();
   // cudaSetDevice on an ordinal that does not exist, through the allocator.
-  const std::string got = error_of([] { Tensor::zeros({2}, DType::F32, Device::cuda(99)); });
+  const Raised raised = raised_by([] { Tensor::zeros({2}, DType::F32, Device::cuda(99)); });
+  const std::string& got = raised.what;
   INFO(got);
+  CHECK(raised.code == "C01");
   CHECK(catalog::matches_template(got, "CUDA error {code} ({name}) in {expr} at {file}:{line}"));
   CHECK(got.rfind("CUDA error 101 (invalid device ordinal) in cudaSetDevice(dev.gpu_id) at ", 0) == 0);
   CHECK(got.find("tensor/storage.cpp:") != std::string::npos);

@@ -61,9 +61,9 @@ bool dispatch_dtype(const FlashFwdParams& p, void* stream, bool decode_shape) {
 
 void flash_fwd(const FlashFwdParams& p, void* stream) {
   if (p.head_size <= 0 || p.head_size > kMaxHeadSize)
-    throw Error("flash_fwd: head_size " + std::to_string(p.head_size) + " is outside 1..512");
+    throw Error("C10", "flash_fwd: head_size " + std::to_string(p.head_size) + " is outside 1..512");
   if (p.num_heads_k <= 0 || p.num_heads % p.num_heads_k != 0)
-    throw Error("flash_fwd: num_heads " + std::to_string(p.num_heads) + " is not a multiple of num_heads_k " +
+    throw Error("C11", "flash_fwd: num_heads " + std::to_string(p.num_heads) + " is not a multiple of num_heads_k " +
                 std::to_string(p.num_heads_k));
   if (p.batch <= 0 || p.num_heads <= 0 || p.total_q <= 0) return;
   if (!vector_friendly(p)) {

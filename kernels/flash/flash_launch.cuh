@@ -42,7 +42,7 @@ int resident_slots(Kernel kernel, int threads, int smem, int* cache) {
   WICK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
   WICK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   if (per_sm <= 0)
-    throw Error("flash_fwd: a kernel instance needing " + std::to_string(smem) +
+    throw Error("C13", "flash_fwd: a kernel instance needing " + std::to_string(smem) +
                 " bytes of shared memory cannot run on device " + std::to_string(dev));
   const int slots = per_sm * sms;
   if (dev < kMaxDevices) cache[dev] = slots;
@@ -83,10 +83,10 @@ void launch_flash_cfg(const FlashFwdParams& p, cudaStream_t st, int pack, int se
   const int64_t heads_y = static_cast<int64_t>(pack > 1 ? p.num_heads_k : p.num_heads) * a.n_col_chunks;
   if (m_blocks <= 0) return;
   if (m_blocks > 0x7fffffff || heads_y > 65535)
-    throw Error("flash_fwd: grid too large (" + std::to_string(m_blocks) + " query tiles, " +
+    throw Error("C14", "flash_fwd: grid too large (" + std::to_string(m_blocks) + " query tiles, " +
                 std::to_string(heads_y) + " head slots)");
   if (m_blocks * heads_y > 0x7fffffff / std::max(p.batch, 1))
-    throw Error("flash_fwd: grid too large (" + std::to_string(m_blocks) + " query tiles x " +
+    throw Error("C14", "flash_fwd: grid too large (" + std::to_string(m_blocks) + " query tiles x " +
                 std::to_string(heads_y) + " head slots x " + std::to_string(p.batch) + " sequences)");
   a.m_blocks = static_cast<int>(m_blocks);
   a.heads_y = static_cast<int>(heads_y);

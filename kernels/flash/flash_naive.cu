@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(kNaiveWarps * 32) flash_naive_kernel(const Fla
 
 void flash_fwd_naive(const FlashFwdParams& p, void* stream) {
   if (p.head_size > flash::kNaiveMaxHead)
-    throw Error("flash_fwd_naive: head_size " + std::to_string(p.head_size) + " is larger than " +
+    throw Error("C12", "flash_fwd_naive: head_size " + std::to_string(p.head_size) + " is larger than " +
                 std::to_string(flash::kNaiveMaxHead) + ", the largest the kernels support");
   if (p.batch <= 0 || p.num_heads <= 0) return;
   const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;

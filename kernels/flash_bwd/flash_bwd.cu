@@ -253,12 +253,12 @@ void run(const FlashBwdParams& bp, cudaStream_t st) {
 void flash_bwd(const FlashBwdParams& bp, void* stream) {
   const FlashFwdParams& p = bp.fwd;
   if (p.head_size <= 0 || p.head_size > 512)
-    throw Error("flash_bwd: head_size " + std::to_string(p.head_size) + " is outside [1, 512]");
+    throw Error("C17", "flash_bwd: head_size " + std::to_string(p.head_size) + " is outside [1, 512]");
   if (p.num_heads_k <= 0 || p.num_heads % p.num_heads_k != 0)
-    throw Error("flash_bwd: num_heads " + std::to_string(p.num_heads) + " is not a multiple of num_heads_k " +
+    throw Error("C18", "flash_bwd: num_heads " + std::to_string(p.num_heads) + " is not a multiple of num_heads_k " +
                 std::to_string(p.num_heads_k));
   if (!p.lse || !p.out || !bp.dout)
-    throw Error("flash_bwd: the forward's out and lse and the gradient of out are required");
+    throw Error("C19", "flash_bwd: the forward's out and lse and the gradient of out are required");
   auto st = static_cast<cudaStream_t>(stream);
   if (p.dtype == FlashDType::BF16)
     flash_bwd_detail::run<__nv_bfloat16>(bp, st);

@@ -6,7 +6,8 @@
 namespace wick {
 
 namespace {
-[[noreturn]] void fail(const std::string& msg) { throw Error(msg); }
+// code: the message's docs/errors.md id.
+[[noreturn]] void fail(const char* code, const std::string& msg) { throw Error(code, msg); }
 }  // namespace
 
 PagedKvCache::PagedKvCache(size_t num_blocks, size_t page_block_size, size_t num_heads_k,
@@ -14,12 +15,12 @@ PagedKvCache::PagedKvCache(size_t num_blocks, size_t page_block_size, size_t num
     : num_blocks_(num_blocks), page_(page_block_size), num_heads_k_(num_heads_k),
       head_size_(head_size), dtype_(dtype), device_(device), layout_(layout) {
   if (page_block_size == 0 || page_block_size % 32 != 0)
-    fail("PagedKvCache: page_block_size must be a positive multiple of 32 (got " +
+    fail("P01", "PagedKvCache: page_block_size must be a positive multiple of 32 (got " +
          std::to_string(page_block_size) + ")");
   if (num_blocks == 0 || num_blocks > static_cast<size_t>(INT32_MAX))
-    fail("PagedKvCache: num_blocks must be in [1, 2^31) (got " + std::to_string(num_blocks) + ")");
+    fail("P02", "PagedKvCache: num_blocks must be in [1, 2^31) (got " + std::to_string(num_blocks) + ")");
   if (num_heads_k == 0 || head_size == 0)
-    fail("PagedKvCache: num_heads_k and head_size must be positive (got " + std::to_string(num_heads_k) +
+    fail("P03", "PagedKvCache: num_heads_k and head_size must be positive (got " + std::to_string(num_heads_k) +
          " and " + std::to_string(head_size) + ")");
   if (layout == Layout::Interleaved) {
     storage_tensor_ = Tensor::zeros({num_blocks, 2, page_, num_heads_k, head_size}, dtype, device);
@@ -35,7 +36,7 @@ PagedKvCache::PagedKvCache(size_t num_blocks, size_t page_block_size, size_t num
 
 int32_t PagedKvCache::allocate_block() {
   if (free_.empty())
-    fail("PagedKvCache::allocate_block: all " + std::to_string(num_blocks_) + " blocks are in use");
+    fail("P08", "PagedKvCache::allocate_block: all " + std::to_string(num_blocks_) + " blocks are in use");
   int32_t b = free_.back();
   free_.pop_back();
   return b;
@@ -43,17 +44,17 @@ int32_t PagedKvCache::allocate_block() {
 
 void PagedKvCache::release_block(int32_t block) {
   if (block < 0 || static_cast<size_t>(block) >= num_blocks_)
-    fail("PagedKvCache::release_block: block " + std::to_string(block) + " is outside [0, " +
+    fail("P09", "PagedKvCache::release_block: block " + std::to_string(block) + " is outside [0, " +
          std::to_string(num_blocks_) + ")");
   if (std::find(free_.begin(), free_.end(), block) != free_.end())
-    fail("PagedKvCache::release_block: block " + std::to_string(block) + " is already free");
+    fail("P10", "PagedKvCache::release_block: block " + std::to_string(block) + " is already free");
   free_.push_back(block);
 }
 
 const PagedKvCache::Seq& PagedKvCache::seq(const char* fn, uint64_t seq_id) const {
   auto it = seqs_.find(seq_id);
   if (it == seqs_.end())
-    fail(std::string("PagedKvCache::") + fn + ": unknown sequence " + std::to_string(seq_id));
+    fail("P11", std::string("PagedKvCache::") + fn + ": unknown sequence " + std::to_string(seq_id));
   return it->second;
 }
 
@@ -78,13 +79,13 @@ void PagedKvCache::append(uint64_t seq_id, const Tensor& k_new, const Tensor& v_
   for (const Tensor* t : {&k_new, &v_new}) {
     const char* name = t == &k_new ? "k_new" : "v_new";
     if (t->rank() != 3 || !(t->shape() == want))
-      fail(std::string("PagedKvCache::append: ") + name + " has shape " + to_string(t->shape()) +
+      fail("P05", std::string("PagedKvCache::append: ") + name + " has shape " + to_string(t->shape()) +
            ", expected " + to_string(want) + " (n_new, num_heads_k, head_size)");
     if (t->dtype() != dtype_)
-      fail(std::string("PagedKvCache::append: ") + name + " is " + dtype_name(t->dtype()) +
+      fail("P06", std::string("PagedKvCache::append: ") + name + " is " + dtype_name(t->dtype()) +
            " but the cache holds " + dtype_name(dtype_));
     if (!(t->device() == device_))
-      fail(std::string("PagedKvCache::append: ") + name + " is on " + to_string(t->device()) +
+      fail("P07", std::string("PagedKvCache::append: ") + name + " is on " + to_string(t->device()) +
            " but the cache is on " + to_string(device_));
   }
   const size_t n = k_new.dim(0);
@@ -109,7 +110,7 @@ PagedKvCache::Seq& PagedKvCache::make_room(const char* fn, uint64_t seq_id, size
   const size_t have = it == seqs_.end() ? 0 : it->second.blocks.size();
   const size_t need = (len + n + page_ - 1) / page_;
   if (need - have > free_.size())
-    fail(std::string("PagedKvCache::") + fn + ": sequence " + std::to_string(seq_id) + " needs " +
+    fail("P04", std::string("PagedKvCache::") + fn + ": sequence " + std::to_string(seq_id) + " needs " +
          std::to_string(need - have) + " more blocks of " + std::to_string(page_) + " rows for " +
          std::to_string(n) + " new tokens but only " + std::to_string(free_.size()) + " of " +
          std::to_string(num_blocks_) + " blocks are free; free finished sequences or make the cache larger");
@@ -132,7 +133,7 @@ std::vector<int64_t> PagedKvCache::reserve(uint64_t seq_id, size_t n) {
 StepLayout PagedKvCache::step_layout(const std::vector<uint64_t>& seq_ids, const std::vector<size_t>& query_lens,
                                      size_t min_cols, size_t min_max_seqlen_k, size_t min_max_seqlen_q) const {
   if (query_lens.size() != seq_ids.size())
-    fail("PagedKvCache::step_layout: " + std::to_string(query_lens.size()) + " query lengths for " +
+    fail("P15", "PagedKvCache::step_layout: " + std::to_string(query_lens.size()) + " query lengths for " +
          std::to_string(seq_ids.size()) + " sequences");
   StepLayout l;
   l.seqlens_q.assign(seq_ids.size() + 1, 0);
@@ -166,7 +167,7 @@ void PagedKvCache::free(uint64_t seq_id) {
 
 Tensor PagedKvCache::block_table(const std::vector<uint64_t>& seq_ids, DType dtype) const {
   if (dtype != DType::I32 && dtype != DType::U32)
-    fail(std::string("PagedKvCache::block_table: dtype must be I32 or U32, got ") + dtype_name(dtype));
+    fail("P12", std::string("PagedKvCache::block_table: dtype must be I32 or U32, got ") + dtype_name(dtype));
   size_t cols = 1;
   for (uint64_t id : seq_ids) cols = std::max(cols, seq("block_table", id).blocks.size());
   std::vector<int32_t> table(seq_ids.size() * cols, 0);

@@ -19,7 +19,8 @@ namespace {
 constexpr const char* kVarlenOp = "flash-attn-varlen";
 constexpr const char* kBatchedOp = "flash-attn";
 
-[[noreturn]] void fail(const std::string& msg) { throw Error(msg); }
+// code: the message's docs/errors.md id.
+[[noreturn]] void fail(const char* code, const std::string& msg) { throw Error(code, msg); }
 
 // candle says "must be a cuda tensor"; on a CPU q the tensor that is not where q is must be
 // moved to the CPU, so the word names q's device.
@@ -34,15 +35,16 @@ void check_devices_and_dtype(const char* op, const Tensor& q, const Tensor& k, c
   if (!(k.device() == q.device())) throw_device_mismatch(op, q.device(), k.device());
   if (!(v.device() == q.device())) throw_device_mismatch(op, q.device(), v.device());
   if (q.dtype() != DType::F16 && q.dtype() != DType::BF16)
-    fail(std::string("flash-attn is only supported for f16/bf16 (") + dtype_name(q.dtype()) + ")");
+    fail("A02", std::string("flash-attn is only supported for f16/bf16 (") + dtype_name(q.dtype()) + ")");
 }
 
-// Varlen steps 1 and 2: on q's device, U32, C-contiguous.
-void check_seqlens(const char* name, const Tensor& s, const Device& q_dev) {
-  if (!s.defined()) fail(std::string(kVarlenOp) + ": " + name + " is an empty (default-constructed) tensor");
-  if (!(s.device() == q_dev)) fail(must_be_on(name, q_dev));
+// Varlen steps 1 and 2: on q's device (device_code), U32, C-contiguous (layout_code).
+void check_seqlens(const char* name, const char* device_code, const char* layout_code, const Tensor& s,
+                   const Device& q_dev) {
+  if (!s.defined()) fail("W12", std::string(kVarlenOp) + ": " + name + " is an empty (default-constructed) tensor");
+  if (!(s.device() == q_dev)) fail(device_code, must_be_on(name, q_dev));
   if (s.dtype() != DType::U32) throw_dtype_error(DType::U32, s.dtype());
-  if (!s.is_contiguous()) fail(std::string(name) + " has to be contiguous");
+  if (!s.is_contiguous()) fail(layout_code, std::string(name) + " has to be contiguous");
 }
 
 void check_kv_dtypes(const Tensor& q, const Tensor& k, const Tensor& v) {
@@ -51,23 +53,23 @@ void check_kv_dtypes(const Tensor& q, const Tensor& k, const Tensor& v) {
 }
 
 void check_last_dim_strides(const Tensor& q, const Tensor& k, const Tensor& v) {
-  if (q.stride().back() != 1) fail("the last dim of q must be contiguous " + to_string(q.stride()));
-  if (k.stride().back() != 1) fail("the last dim of k must be contiguous " + to_string(k.stride()));
-  if (v.stride().back() != 1) fail("the last dim of v must be contiguous " + to_string(v.stride()));
+  if (q.stride().back() != 1) fail("A14", "the last dim of q must be contiguous " + to_string(q.stride()));
+  if (k.stride().back() != 1) fail("A15", "the last dim of k must be contiguous " + to_string(k.stride()));
+  if (v.stride().back() != 1) fail("A16", "the last dim of v must be contiguous " + to_string(v.stride()));
 }
 
 // Varlen step 8 / batched step 5. num_heads_k == 0 is wick's own check: candle divides by it.
 void check_heads(const char* op, size_t head_size, size_t num_heads, size_t num_heads_k,
                  const Tensor& k) {
   if (head_size > 512)
-    fail("only supports head dimension at most 512 (got " + std::to_string(head_size) + ")");
+    fail("A24", "only supports head dimension at most 512 (got " + std::to_string(head_size) + ")");
   if (head_size % 8 != 0)
-    fail("only supports head sizes that are a multiple of 8 (got " + std::to_string(head_size) + ")");
+    fail("A25", "only supports head sizes that are a multiple of 8 (got " + std::to_string(head_size) + ")");
   if (num_heads_k == 0)
-    fail(std::string(op) + ": k has no heads (k shape " + dims_str(k) +
+    fail("W01", std::string(op) + ": k has no heads (k shape " + dims_str(k) +
          "); num_heads_k must be at least 1");
   if (num_heads % num_heads_k != 0)
-    fail("number of k/v heads " + std::to_string(num_heads_k) +
+    fail("A26", "number of k/v heads " + std::to_string(num_heads_k) +
          " must divide number of heads in query " + std::to_string(num_heads));
 }
 
@@ -75,16 +77,16 @@ void check_heads(const char* op, size_t head_size, size_t num_heads, size_t num_
 void check_alibi(const std::optional<Tensor>& a, size_t num_heads, const Device& q_dev) {
   if (!a) return;
   if (a->dtype() != DType::F32)
-    fail(std::string("DType mismatch alibi_slopes ") + dtype_name(a->dtype()) + ", expected F32");
+    fail("A33", std::string("DType mismatch alibi_slopes ") + dtype_name(a->dtype()) + ", expected F32");
   if (a->shape().dims1() != num_heads)
-    fail("shape mismatch alibi_slopes " + dims_str(*a) + ", expected " + std::to_string(num_heads));
-  if (!(a->device() == q_dev)) fail(must_be_on("alibi_slopes", q_dev));
+    fail("A34", "shape mismatch alibi_slopes " + dims_str(*a) + ", expected " + std::to_string(num_heads));
+  if (!(a->device() == q_dev)) fail("A35", must_be_on("alibi_slopes", q_dev));
 }
 
 // Wick: every count the kernels take as int must fit one.
 int to_i32(const char* op, const char* what, size_t value) {
   if (value > static_cast<size_t>(INT_MAX))
-    fail(std::string(op) + ": " + what + " " + std::to_string(value) +
+    fail("W03", std::string(op) + ": " + what + " " + std::to_string(value) +
          " does not fit in 32 bits (the kernels index sequences and heads with int)");
   return static_cast<int>(value);
 }
@@ -92,7 +94,7 @@ int to_i32(const char* op, const char* what, size_t value) {
 // Wick: head_size 0 passes candle's checks but has nothing to attend with.
 void check_head_size_nonzero(const char* op, size_t head_size, const Tensor& q) {
   if (head_size == 0)
-    fail(std::string(op) + ": head_size is 0 (q shape " + dims_str(q) + "); it must be a positive multiple of 8");
+    fail("W02", std::string(op) + ": head_size is 0 (q shape " + dims_str(q) + "); it must be a positive multiple of 8");
 }
 
 // Wick's `causal` field is candle's window_size_right = Some(0); set together with another
@@ -209,7 +211,7 @@ void check_seqlens_values(const std::vector<uint32_t>& sq, const std::vector<uin
 void check_block_table_rows(const Tensor& bt, size_t batch) {
   const size_t rows = bt.shape().dims2()[0];
   if (rows < batch)
-    fail(std::string(kVarlenOp) + ": block_table has " + std::to_string(rows) + " rows but there are " +
+    fail("W09", std::string(kVarlenOp) + ": block_table has " + std::to_string(rows) + " rows but there are " +
          std::to_string(batch) + " sequences (block_table shape " + dims_str(bt) + ")");
 }
 
@@ -269,13 +271,13 @@ bool strict_checks(const FlashAttnVarLen& op) {
 
 // Varlen step 10.
 void check_mm_prefix(const Tensor& m, size_t batch_size, const Device& q_dev) {
-  if (m.dtype() != DType::I32) fail(std::string("mm_prefix_ranges must be i32, got ") + dtype_name(m.dtype()));
-  if (!(m.device() == q_dev)) fail(must_be_on("mm_prefix_ranges", q_dev));
+  if (m.dtype() != DType::I32) fail("A29", std::string("mm_prefix_ranges must be i32, got ") + dtype_name(m.dtype()));
+  if (!(m.device() == q_dev)) fail("A30", must_be_on("mm_prefix_ranges", q_dev));
   auto d = m.shape().dims3();
   if (d[0] != batch_size || d[2] != 2)
-    fail("mm_prefix_ranges shape must be (" + std::to_string(batch_size) + ", max_ranges, 2), got " +
+    fail("A31", "mm_prefix_ranges shape must be (" + std::to_string(batch_size) + ", max_ranges, 2), got " +
          dims_str(m));
-  if (m.stride().back() != 1) fail("mm_prefix_ranges last dimension must be contiguous");
+  if (m.stride().back() != 1) fail("A32", "mm_prefix_ranges last dimension must be contiguous");
 }
 
 }  // namespace
@@ -287,25 +289,25 @@ AttnPlan plan_varlen(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k
   check_devices_and_dtype(kVarlenOp, q, k, v);
   const Device dev = q.device();
   // 1-2. the cumulative lengths
-  check_seqlens("seqlens_q", op.seqlens_q, dev);
-  check_seqlens("seqlens_k", op.seqlens_k, dev);
+  check_seqlens("seqlens_q", "A03", "A05", op.seqlens_q, dev);
+  check_seqlens("seqlens_k", "A06", "A07", op.seqlens_k, dev);
   // 3. block_table placement and layout (its dtype is checked last, as candle does)
   const bool paged = op.block_table.has_value();
   if (paged) {
     const Tensor& bt = *op.block_table;
-    if (!(bt.device() == dev)) fail(must_be_on("block_table", dev));
+    if (!(bt.device() == dev)) fail("A08", must_be_on("block_table", dev));
     bt.shape().dims2();
-    if (bt.stride().back() != 1) fail("block_table last dimension must be contiguous");
+    if (bt.stride().back() != 1) fail("A10", "block_table last dimension must be contiguous");
   }
   // 4. k, v dtypes
   check_kv_dtypes(q, k, v);
   // 5. ranks
   const size_t q_rank = q.rank(), k_rank = k.rank(), v_rank = v.rank();
   if (q_rank != 3 || (!paged && k_rank != 3) || (!paged && v_rank != 3))
-    fail("flash-attn-varlen expects input tensors of rank 3 (q: " + std::to_string(q_rank) +
+    fail("A11", "flash-attn-varlen expects input tensors of rank 3 (q: " + std::to_string(q_rank) +
          ", k: " + std::to_string(k_rank) + ", v: " + std::to_string(v_rank));
   if (paged && (k_rank != 4 || v_rank != 4))
-    fail("flash-attn-varlen paged expects k/v tensors of rank 4 (k: " + std::to_string(k_rank) +
+    fail("A12", "flash-attn-varlen paged expects k/v tensors of rank 4 (k: " + std::to_string(k_rank) +
          ", v: " + std::to_string(v_rank) + ")");
   // 6. last-dim strides
   check_last_dim_strides(q, k, v);
@@ -314,15 +316,15 @@ AttnPlan plan_varlen(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k
   size_t num_heads_k = 0, page_block_size = 0, total_k = 0, num_blocks = 0;
   if (paged) {
     const auto kd = k.shape().dims4();
-    if (kd != v.shape().dims4()) fail("shape mismatch k " + dims_str(k) + " and v " + dims_str(v));
-    if (kd[3] != head_size) fail("shape mismatch q " + dims_str(q) + " and k " + dims_str(k));
-    if (!op.page_block_size) fail("paged flash-attn requires page_block_size");
+    if (kd != v.shape().dims4()) fail("A17", "shape mismatch k " + dims_str(k) + " and v " + dims_str(v));
+    if (kd[3] != head_size) fail("A18", "shape mismatch q " + dims_str(q) + " and k " + dims_str(k));
+    if (!op.page_block_size) fail("A20", "paged flash-attn requires page_block_size");
     if (*op.page_block_size != kd[1])
-      fail("page_block_size " + std::to_string(*op.page_block_size) + " does not match k shape " + dims_str(k));
+      fail("A21", "page_block_size " + std::to_string(*op.page_block_size) + " does not match k shape " + dims_str(k));
     if (kd[1] % 32 != 0)
-      fail("paged flash-attn requires page_block_size to be a multiple of 32 (got " + std::to_string(kd[1]) + ")");
+      fail("A22", "paged flash-attn requires page_block_size to be a multiple of 32 (got " + std::to_string(kd[1]) + ")");
     if (head_size > 512)
-      fail("paged flash-attn supports head sizes up to 512 (got " + std::to_string(head_size) + ")");
+      fail("A23", "paged flash-attn supports head sizes up to 512 (got " + std::to_string(head_size) + ")");
     num_blocks = kd[0];
     page_block_size = kd[1];
     num_heads_k = kd[2];
@@ -330,18 +332,18 @@ AttnPlan plan_varlen(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k
     const auto kd = k.shape().dims3();
     total_k = kd[0];
     num_heads_k = kd[1];
-    if (kd[2] != head_size) fail("shape mismatch q " + dims_str(q) + " and k " + dims_str(k));
+    if (kd[2] != head_size) fail("A18", "shape mismatch q " + dims_str(q) + " and k " + dims_str(k));
     if (v.shape().dims3() != std::array<size_t, 3>{total_k, num_heads_k, head_size})
-      fail("shape mismatch q " + dims_str(q) + " and v " + dims_str(v));
+      fail("A19", "shape mismatch q " + dims_str(q) + " and v " + dims_str(v));
   }
   // 8. head size and head counts
   check_heads(kVarlenOp, head_size, num_heads, num_heads_k, k);
   // 9. seqlens ranks and counts
   const size_t nq = op.seqlens_q.shape().dims1();
-  if (nq < 2) fail("seqlens_q should have a len >= 2 " + std::to_string(nq));
+  if (nq < 2) fail("A27", "seqlens_q should have a len >= 2 " + std::to_string(nq));
   const size_t nk = op.seqlens_k.shape().dims1();
   if (nk != nq)
-    fail("seqlens_q and seqlens_k should have the same number of elements " + std::to_string(nq) +
+    fail("A28", "seqlens_q and seqlens_k should have the same number of elements " + std::to_string(nq) +
          " <> " + std::to_string(nk));
   const size_t batch_size = nq - 1;
   // 10. mm_prefix_ranges
@@ -350,7 +352,7 @@ AttnPlan plan_varlen(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k
   check_alibi(op.alibi_slopes, num_heads, dev);
   // 12. block_table dtype
   if (paged && op.block_table->dtype() != DType::U32 && op.block_table->dtype() != DType::I32)
-    fail(std::string("block_table must be u32 or i32, got ") + dtype_name(op.block_table->dtype()));
+    fail("A36", std::string("block_table must be u32 or i32, got ") + dtype_name(op.block_table->dtype()));
 
   // ---- wick's stricter checks: they read values, so the small index tensors come to the host
   check_head_size_nonzero(kVarlenOp, head_size, q);
@@ -444,7 +446,7 @@ AttnPlan plan_batched(const FlashAttn& op, const Tensor& q, const Tensor& k, con
   check_kv_dtypes(q, k, v);
   // 2. ranks
   if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4)
-    fail("flash-attn expects input tensors of rank 4 (q: " + std::to_string(q.rank()) + ", k: " +
+    fail("A13", "flash-attn expects input tensors of rank 4 (q: " + std::to_string(q.rank()) + ", k: " +
          std::to_string(k.rank()) + ", v: " + std::to_string(v.rank()));
   // 3. last-dim strides
   check_last_dim_strides(q, k, v);
@@ -452,8 +454,8 @@ AttnPlan plan_batched(const FlashAttn& op, const Tensor& q, const Tensor& k, con
   const auto [batch, seqlen_q, num_heads, head_size] = q.shape().dims4();
   const auto kd = k.shape().dims4();
   const std::array<size_t, 4> expected_kv{batch, kd[1], kd[2], head_size};
-  if (kd != expected_kv) fail("shape mismatch q " + dims_str(q) + " and k " + dims_str(k));
-  if (v.shape().dims4() != expected_kv) fail("shape mismatch q " + dims_str(q) + " and v " + dims_str(v));
+  if (kd != expected_kv) fail("A18", "shape mismatch q " + dims_str(q) + " and k " + dims_str(k));
+  if (v.shape().dims4() != expected_kv) fail("A19", "shape mismatch q " + dims_str(q) + " and v " + dims_str(v));
   const size_t seqlen_k = kd[1], num_heads_k = kd[2];
   // 5. head size and head counts
   check_heads(kBatchedOp, head_size, num_heads, num_heads_k, k);
