@@ -62,7 +62,7 @@ std::string list_text(const int64_t* v, int n) {
 }  // namespace
 
 DLManagedTensor* to_dlpack(const Tensor& t) {
-  if (!t.defined()) throw Error("to_dlpack: the tensor is an empty (default-constructed) tensor");
+  if (!t.defined()) throw Error("L12", "to_dlpack: the tensor is an empty (default-constructed) tensor");
   auto* e = new Exported;
   e->tensor = t.detach();
   e->shape.assign(t.dims().begin(), t.dims().end());

@@ -36,7 +36,7 @@ Tensor checked_index(const char* op, const Tensor& index, size_t size, size_t di
   HostIndices h = host_indices(index);
   for (size_t j = 0; j < h.size; ++j)
     if (h.values[j] < 0 || static_cast<size_t>(h.values[j]) >= size)
-      throw Error(std::string(op) + ": index " + std::to_string(h.values[j]) + " out of range for dim " +
+      throw Error("O17", std::string(op) + ": index " + std::to_string(h.values[j]) + " out of range for dim " +
                   std::to_string(dim) + " of size " + std::to_string(size) + " (shape " + to_string(x_shape) + ")");
   return h.i64;
 }

@@ -57,7 +57,7 @@ Shape broadcast_shape(const std::string& op, const Shape& a, const Shape& b) {
 }
 
 size_t check_dim(const std::string& op, const Tensor& x, int64_t dim) {
-  return resolve_dim(op, dim, x.shape(), x.rank());
+  return resolve_dim(op, dim, x.shape(), x.rank(), "O05");
 }
 
 void require_float(const std::string& op, const Tensor& x) {
@@ -88,7 +88,7 @@ std::vector<size_t> check_dims(const std::string& op, const Tensor& x, const Dim
   for (int64_t d : given) {
     const size_t r = check_dim(op, x, d);
     if (std::find(out.begin(), out.end(), r) != out.end())
-      throw Error(op + ": dim " + std::to_string(r) + " appears twice in " + to_string(dims.values()) +
+      throw Error("O06", op + ": dim " + std::to_string(r) + " appears twice in " + to_string(dims.values()) +
                   " for shape " + to_string(x.shape()));
     out.push_back(r);
   }
@@ -99,7 +99,7 @@ std::vector<size_t> check_dims(const std::string& op, const Tensor& x, const Dim
 void check_index_dtype(const std::string& op, const Tensor& idx) {
   const DType dt = idx.dtype();
   if (dt != DType::U32 && dt != DType::I32 && dt != DType::I64)
-    throw Error(op + ": indices must be U32, I32 or I64, got " + dtype_name(dt));
+    throw Error("O16", op + ": indices must be U32, I32 or I64, got " + dtype_name(dt));
 }
 
 HostIndices host_indices(const Tensor& idx) {

@@ -93,7 +93,7 @@ void index_add(const Tensor& dst, const Tensor& idx, const Tensor& src, const Sp
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& ts, int64_t dim_arg) {
-  if (ts.empty()) throw Error("cat: empty list of tensors");
+  if (ts.empty()) throw Error("O14", "cat: empty list of tensors");
   const Tensor& first = ts[0];
   check_defined("cat", first, "tensor 1");
   const size_t dim = check_dim("cat", first, dim_arg);

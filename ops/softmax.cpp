@@ -87,7 +87,7 @@ Tensor log_softmax_last(const Tensor& x) {
 Tensor over_dim(const char* name, Tensor (*last_dim_op)(const Tensor&), const Tensor& x, int64_t dim) {
   check_defined(name, x);
   require_float(name, x);
-  if (x.rank() == 0) throw Error(std::string(name) + ": needs rank >= 1, got shape []");
+  if (x.rank() == 0) throw Error("O10", std::string(name) + ": needs rank >= 1, got shape []");
   const size_t d = check_dim(name, x, dim), last = x.rank() - 1;
   if (d == last) return last_dim_op(x);
   return last_dim_op(x.transpose(d, last)).transpose(d, last).contiguous();

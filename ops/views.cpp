@@ -46,7 +46,7 @@ Tensor Tensor::permute(const DimList& dim_list) const {
   std::vector<size_t> dims;
   for (int64_t d : dim_list.values()) {
     if (d < -r || d >= r)
-      throw Error("permute: shape " + to_string(shape()) + ", dims " + to_string(dim_list.values()) +
+      throw Error("L03", "permute: shape " + to_string(shape()) + ", dims " + to_string(dim_list.values()) +
                   " is not a permutation of 0.." + std::to_string(rank()));
     dims.push_back(static_cast<size_t>(d < 0 ? d + r : d));
   }

@@ -10,7 +10,7 @@ namespace {
 std::string ctx(const char* op, const Shape& s) { return std::string(op) + ": shape " + to_string(s); }
 
 void check_dim(const char* op, const Shape& s, size_t dim, size_t limit) {
-  if (dim >= limit) throw Error(dim_out_of_range(op, static_cast<int64_t>(dim), s, limit));
+  if (dim >= limit) throw Error("L01", dim_out_of_range(op, static_cast<int64_t>(dim), s, limit));
 }
 }  // namespace
 

@@ -90,9 +90,9 @@ std::string dim_out_of_range(const std::string& op, int64_t dim, const Shape& s,
          std::to_string(s.rank()) + ", valid dims " + valid + ")";
 }
 
-size_t resolve_dim(const std::string& op, int64_t dim, const Shape& s, size_t limit) {
+size_t resolve_dim(const std::string& op, int64_t dim, const Shape& s, size_t limit, const char* code) {
   const int64_t n = static_cast<int64_t>(limit);
-  if (dim < -n || dim >= n) throw Error(dim_out_of_range(op, dim, s, limit));
+  if (dim < -n || dim >= n) throw Error(code, dim_out_of_range(op, dim, s, limit));
   return static_cast<size_t>(dim < 0 ? dim + n : dim);
 }
 

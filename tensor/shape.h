@@ -56,7 +56,7 @@ std::string dim_out_of_range(const std::string& op, int64_t dim, const Shape& s,
 
 // A dim as the public API takes it: in [-limit, limit), where -1 is the last valid dim
 // (limit - 1). Returns it in [0, limit), or throws dim_out_of_range's text.
-size_t resolve_dim(const std::string& op, int64_t dim, const Shape& s, size_t limit);
+size_t resolve_dim(const std::string& op, int64_t dim, const Shape& s, size_t limit, const char* code = "L01");
 
 // One entry of a DimList. Converts from any integer type, so a braced list may mix negative
 // literals and unsigned variables ({n, -1} with size_t n) without a narrowing error.

@@ -142,7 +142,7 @@ const Layout& Tensor::layout() const {
   require_defined(impl_.get(), "layout");
   return impl_->layout;
 }
-size_t Tensor::dim(int64_t i) const { return dims()[resolve_dim("dim", i, shape(), rank())]; }
+size_t Tensor::dim(int64_t i) const { return dims()[resolve_dim("dim", i, shape(), rank(), "L16")]; }
 DType Tensor::dtype() const {
   require_defined(impl_.get(), "dtype");
   return impl_->dtype;

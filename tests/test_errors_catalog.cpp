@@ -830,7 +830,7 @@ std::string st_file(const std::string& name, const std::string& header, size_t d
   return scratch_file(name, bytes + header + std::string(data_bytes, '\0'));
 }
 
-std::string load_error(const std::string& path) {
+Raised load_error(const std::string& path) {
   return raised_by([&] { load_safetensors(path); });
 }
 
@@ -850,7 +850,7 @@ struct Dl {
   }
 };
 
-std::string dl_error(const std::function<void(Dl&)>& edit) {
+Raised dl_error(const std::function<void(Dl&)>& edit) {
   Dl dl;
   edit(dl);
   return raised_by([&] { from_dlpack(&dl.m); });
@@ -858,7 +858,7 @@ std::string dl_error(const std::function<void(Dl&)>& edit) {
 
 std::vector<Entry> io_entries() {
   std::vector<Entry> e;
-  auto add = [&](const char* id, const char* templ, std::function<std::string()> trigger, std::string expected) {
+  auto add = [&](const char* id, const char* templ, std::function<Raised()> trigger, std::string expected) {
     e.push_back({id, templ, Where::Cpu, [trigger](D) { return trigger(); }, std::move(expected)});
   };
   const std::string tmp = std::filesystem::temp_directory_path().string();

@@ -56,7 +56,7 @@ Args parse(int argc, char** argv) {
 
 std::string read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error("tiny_lm: cannot read " + path);
+  if (!f) throw std::runtime_error("tiny_lm: cannot read " + path);
   std::stringstream s;
   s << f.rdbuf();
   return s.str();
