@@ -6,6 +6,7 @@
 #include <Eigen/Core>
 
 #include "kernels/gemm_layout.h"
+#include "ops/cpu/parallel.h"
 #include "ops/op_util.h"
 #ifdef WICK_WITH_CUDA
 #include "kernels/cublas_gemm.h"
@@ -36,16 +37,27 @@ template <class T, int Order>
 using StridedMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>, Eigen::Unaligned,
                               Eigen::OuterStride<>>;
 
+// One GEMM runs on the shared CPU pool through Eigen (its GEMM splits the product over the
+// pool's threads when it is large). A batch of several products is split over the pool by
+// batch entry instead, each product on one thread (Eigen's GEMM does not fork again inside a
+// parallel region); a batch too small to pay for the fork stays on the calling thread.
 template <class T, int OA, int OB>
 void gemm_batch(const T* pa, const std::vector<int64_t>& offa, int64_t lda, const T* pb,
                 const std::vector<int64_t>& offb, int64_t ldb, T* pc, int64_t m, int64_t n, int64_t k) {
   using Out = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-  for (size_t i = 0; i < offa.size(); ++i) {
-    StridedMap<T, OA> A(pa + offa[i], m, k, Eigen::OuterStride<>(lda));
-    StridedMap<T, OB> B(pb + offb[i], k, n, Eigen::OuterStride<>(ldb));
-    Out C(pc + static_cast<int64_t>(i) * m * n, m, n);
-    C.noalias() = A * B;
-  }
+  auto run = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      StridedMap<T, OA> A(pa + offa[i], m, k, Eigen::OuterStride<>(lda));
+      StridedMap<T, OB> B(pb + offb[i], k, n, Eigen::OuterStride<>(ldb));
+      Out C(pc + i * m * n, m, n);
+      C.noalias() = A * B;
+    }
+  };
+  const auto batch = static_cast<int64_t>(offa.size());
+  if (batch == 1) return run(0, 1);
+  // About 2^20 multiply-adds per thread at least.
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 20) / std::max<int64_t>(1, m * n * k));
+  cpu::parallel_for(batch, grain, run);
 }
 
 // Storage offset of each batch's matrix, in batch order, for a layout (batch..., rows, cols).
