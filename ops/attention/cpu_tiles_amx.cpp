@@ -77,6 +77,9 @@ void amx_pv(const void* pp, const void* vp, float* o, int rows, int dp, const fl
     float* row = o + static_cast<size_t>(r) * dp;
     for (int c = 0; c < dp; c += 16) _mm512_storeu_ps(row + c, _mm512_mul_ps(a, _mm512_loadu_ps(row + c)));
   }
+  // The tile loads are asm statements that do not tell the compiler they read memory: keep
+  // the rescaled O stores above them.
+  __asm__ volatile("" ::: "memory");
   const long o_stride = 4L * dp, p_stride = 2L * kBlockN, v_stride = 4L * dp;
   for (int mi = 0; mi < rows; mi += 32) {
     float* o0 = o + static_cast<size_t>(mi) * dp;
