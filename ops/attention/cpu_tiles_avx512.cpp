@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -119,13 +120,49 @@ void pair_pack_q(const void* const* rows, int n, int d, int dp, bool, void* dst)
   }
 }
 
+// r[i] holds row i of a 16 x 16 block of 32-bit words; on return r[i] holds column i.
+inline void transpose16(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  // Each 128-bit lane now holds a 4 x 4 block; move the lanes into place.
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xDD);
+    t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xDD);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xDD);
+    r[i + 4] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0x88);
+    r[i + 12] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0xDD);
+  }
+}
+
 void pair_pack_k(const void* const* rows, int n, int d, int dp, bool, void* dst) {
-  // The 32-bit transpose: word j of key t goes to K[j][t].
+  // The 32-bit transpose: word j of key t goes to K[j][t], 16 x 16 words at a time.
   uint32_t* k = static_cast<uint32_t*>(dst);
   const int words = d / 2, dwords = dp / 2;
-  for (int t = 0; t < kBlockN; ++t) {
-    const uint32_t* src = t < n ? static_cast<const uint32_t*>(rows[t]) : nullptr;
-    for (int j = 0; j < dwords; ++j) k[static_cast<size_t>(j) * kBlockN + t] = (src && j < words) ? src[j] : 0u;
+  for (int t0 = 0; t0 < kBlockN; t0 += 16) {
+    for (int j0 = 0; j0 < dwords; j0 += 16) {
+      const int m = std::min(16, words - j0);  // real words in this column block (may be <= 0)
+      const __mmask16 cols = m <= 0 ? 0 : static_cast<__mmask16>((1u << m) - 1);
+      __m512i r[16];
+      for (int i = 0; i < 16; ++i)
+        r[i] = t0 + i < n ? _mm512_maskz_loadu_epi32(cols, static_cast<const uint32_t*>(rows[t0 + i]) + j0)
+                          : _mm512_setzero_si512();
+      transpose16(r);
+      for (int i = 0; i < 16; ++i) _mm512_storeu_si512(k + static_cast<size_t>(j0 + i) * kBlockN + t0, r[i]);
+    }
   }
 }
 
@@ -179,7 +216,14 @@ void pair_scores(const void* qp, const void* kp, float* s, int rows, int dp, flo
   constexpr int R = 6;
   int r0 = 0;
   for (; r0 + R <= rows; r0 += R) pair_scores_micro<R>(q, k, s, r0, dp / 2, scale);
-  for (; r0 < rows; ++r0) pair_scores_micro<1>(q, k, s, r0, dp / 2, scale);
+  switch (rows - r0) {  // the last rows in one pass
+    case 5: pair_scores_micro<5>(q, k, s, r0, dp / 2, scale); break;
+    case 4: pair_scores_micro<4>(q, k, s, r0, dp / 2, scale); break;
+    case 3: pair_scores_micro<3>(q, k, s, r0, dp / 2, scale); break;
+    case 2: pair_scores_micro<2>(q, k, s, r0, dp / 2, scale); break;
+    case 1: pair_scores_micro<1>(q, k, s, r0, dp / 2, scale); break;
+    default: break;
+  }
 }
 
 void pair_softmax(const float* s, int rows, float* m, float* l, float* alpha, void* pp) {
@@ -227,7 +271,12 @@ void pair_pv(const void* pp, const void* vp, float* o, int rows, int dp, const f
   constexpr int R = 4;
   int r0 = 0;
   for (; r0 + R <= rows; r0 += R) pair_pv_rows<R>(p, v, o, r0, dp, alpha);
-  for (; r0 < rows; ++r0) pair_pv_rows<1>(p, v, o, r0, dp, alpha);
+  switch (rows - r0) {
+    case 3: pair_pv_rows<3>(p, v, o, r0, dp, alpha); break;
+    case 2: pair_pv_rows<2>(p, v, o, r0, dp, alpha); break;
+    case 1: pair_pv_rows<1>(p, v, o, r0, dp, alpha); break;
+    default: break;
+  }
 }
 
 void pair_store_row(const float* o, float factor, int d, bool, void* dst) {
