@@ -98,7 +98,7 @@ inline float bits_to_f32(uint16_t bits, bool bf16) {
     std::memcpy(&f, &w, sizeof f);
     return f;
   }
-  return static_cast<float>(f16(Eigen::half_impl::raw_uint16_to_half(bits)));
+  return static_cast<float>(f16::from_bits(bits));
 }
 
 // One thread's state: the scratch tiles and the ring of packed key blocks.

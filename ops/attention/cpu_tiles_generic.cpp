@@ -34,7 +34,7 @@ struct Simd {
       std::memcpy(&f, &w, sizeof f);
       return f;
     }
-    return static_cast<float>(f16(Eigen::half_impl::raw_uint16_to_half(bits)));
+    return static_cast<float>(f16::from_bits(bits));
   }
   static void cvt_row(const uint16_t* src, float* dst, int n, bool bf16) {
     for (int i = 0; i < n; ++i) dst[i] = to_f32(src[i], bf16);
@@ -43,9 +43,9 @@ struct Simd {
     for (int c = 0; c < d; ++c) {
       const float x = o[c] * factor;
       if (is_bf16) {
-        dst[c] = Eigen::numext::bit_cast<uint16_t>(static_cast<bf16>(x));
+        dst[c] = bf16(x).bits();
       } else {
-        dst[c] = Eigen::numext::bit_cast<uint16_t>(static_cast<f16>(x));
+        dst[c] = f16(x).bits();
       }
     }
   }
