@@ -2,7 +2,8 @@
 // and contiguous, A and B row- or column-major with a leading dimension (so transposed and
 // row-strided operands are read in place). Eigen's GEMM, compiled once per CPU code path
 // (ops/cpu/isa.h: baseline, AVX2 + FMA, AVX-512) and picked at run time, so a portable build
-// multiplies at the machine's width too. A large product splits over the shared CPU pool.
+// multiplies at the machine's width too. A large product splits into blocks over the
+// shared CPU pool; a small one (or one inside a parallel region) runs on the calling thread.
 #pragma once
 #include <cstdint>
 
