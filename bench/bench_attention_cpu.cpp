@@ -1,7 +1,7 @@
 // CPU varlen flash-attention throughput beside Eigen's f32 GEMM rate, measured in the same
 // run with the same thread count (one independent GEMM per thread, as attention runs one
 // work item per thread).
-//   bench_attention_cpu [reps=3] [threads=hardware]
+//   bench_attention_cpu [reps=3] [threads=pool size] [path=best: generic|avx2|avx512|avx512_bf16|amx]
 // Workload: 8 sequences of 512..2048 tokens (q and k alike), 8 heads (8 kv heads), head
 // size 64 and 128, bf16 in, f32 accumulate; full and causal masks.
 // FLOPs count the two matmuls over the keys each row sees: 4 * visible_pairs * head_size.
@@ -12,10 +12,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "ops/attention/cpu.h"
+#include "ops/cpu/isa.h"
+#include "ops/cpu/parallel.h"
 #include "ops/attention/plan.h"
 #include "bench/bench_util.h"
 #include "wick.h"
@@ -46,15 +49,26 @@ double eigen_gemm_gflops(int threads, int reps) {
 int main(int argc, char** argv) {
   using namespace wick;
   const int reps = argc > 1 ? std::atoi(argv[1]) : 3;
-  const int threads = argc > 2 ? std::atoi(argv[2]) : static_cast<int>(std::thread::hardware_concurrency());
+  const int threads = argc > 2 ? std::atoi(argv[2]) : cpu::max_threads();
+  cpu::Isa isa = cpu::best_isa();
+  if (argc > 3) {
+    bool known = false;
+    for (int i = 0; i <= static_cast<int>(cpu::Isa::Amx); ++i)
+      if (std::string(argv[3]) == cpu::isa_name(static_cast<cpu::Isa>(i))) isa = static_cast<cpu::Isa>(i), known = true;
+    if (!known || !cpu::isa_supported(isa)) {
+      std::fprintf(stderr, "path %s: unknown or not supported by this CPU (best: %s)\n", argv[3],
+                   cpu::isa_name(cpu::best_isa()));
+      return 2;
+    }
+  }
   const std::vector<uint32_t> lens{512, 731, 951, 1170, 1390, 1609, 1829, 2048};
   std::vector<uint32_t> cu{0};
   for (uint32_t l : lens) cu.push_back(cu.back() + l);
   const size_t total = cu.back(), heads = 8;
 
   const double gemm = eigen_gemm_gflops(threads, reps);
-  std::printf("cpu attention, %d threads, median of %d; Eigen f32 GEMM (1024^3 per thread): %.2f GFLOP/s\n",
-              threads, reps, gemm);
+  std::printf("cpu attention, %d threads, path %s, median of %d; Eigen f32 GEMM (1024^3 per thread): %.2f GFLOP/s\n",
+              threads, cpu::isa_name(isa), reps, gemm);
   std::printf("  %-4s %-7s %10s %10s %8s\n", "d", "mask", "ms", "GFLOP/s", "of GEMM");
   for (size_t d : {64, 128}) {
     Tensor q = Tensor::randn({total, heads, d}, DType::BF16, Device::cpu(), 1);
@@ -73,7 +87,7 @@ int main(int argc, char** argv) {
       double pairs = 0;
       for (uint32_t l : lens) pairs += causal ? 0.5 * l * (l + 1.0) : double(l) * l;
       const double flop = 4.0 * pairs * heads * d;
-      const double s = median_seconds(reps, [&] { attention::cpu_flash_fwd(plan.params, threads); });
+      const double s = median_seconds(reps, [&] { attention::cpu_flash_fwd(plan.params, threads, isa); });
       const double gf = flop / s * 1e-9;
       std::printf("  %-4zu %-7s %10.1f %10.2f %7.1f%%\n", d, causal ? "causal" : "full", s * 1e3, gf,
                   100.0 * gf / gemm);

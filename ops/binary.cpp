@@ -44,7 +44,7 @@ Tensor binary_fwd(const char* name, Op op, const Tensor& a, const Tensor& b) {
       const T* pb = cpu_base<T>(b);
       using Out = std::conditional_t<kCmp, uint8_t, T>;
       Out* o = cpu_base_mut<Out>(out);
-      for_each_offsets<2>({&la, &lb}, [&](size_t i, const std::array<size_t, 2>& off) {
+      parallel_for_each_offsets<2>({&la, &lb}, [&](size_t i, const std::array<size_t, 2>& off) {
         C r = static_cast<C>(pa[off[0]]), s = static_cast<C>(pb[off[1]]);
         if constexpr (kCmp) {
           o[i] = kernels::apply_compare<C>(op, r, s) ? 1 : 0;
@@ -153,7 +153,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
       const T* pa = cpu_base<T>(a);
       const T* pb = cpu_base<T>(b);
       T* o = cpu_base_mut<T>(out);
-      for_each_offsets<3>({&lc, &la, &lb}, [&](size_t i, const std::array<size_t, 3>& off) {
+      parallel_for_each_offsets<3>({&lc, &la, &lb}, [&](size_t i, const std::array<size_t, 3>& off) {
         o[i] = pc[off[0]] ? pa[off[1]] : pb[off[2]];
       });
     });

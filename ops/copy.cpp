@@ -40,7 +40,7 @@ void cpu_cast(const Tensor& src, const Tensor& out) {
       using D = decltype(d0);
       const S* s = cpu_base<S>(src);
       D* d = cpu_base_mut<D>(out);
-      for_each_offset(src.layout(), [&](size_t i, size_t off) { d[i] = convert<D>(s[off]); });
+      parallel_for_each_offset(src.layout(), [&](size_t i, size_t off) { d[i] = convert<D>(s[off]); });
     });
   });
 }

@@ -1,11 +1,11 @@
 // Batched matmul: lhs (..., m, k) x rhs (..., k, n) -> (..., m, n), batch dims broadcast.
-// CPU: Eigen's GEMM on Maps of the strided matrices (row- or column-major with an outer
-// stride, so transposed and row-strided inputs are read in place). CUDA: cuBLAS, via the
+// CPU: Eigen's GEMM for this CPU's code path (ops/cpu/gemm.h) on the strided matrices (row- or
+// column-major with an outer stride, so transposed and row-strided inputs are read in place). CUDA: cuBLAS, via the
 // one row-major -> column-major translation in kernels/gemm_layout.h.
 // Backward: dA = g * B^T, dB = A^T * g, each summed back over broadcast batch dims.
-#include <Eigen/Core>
-
 #include "kernels/gemm_layout.h"
+#include "ops/cpu/gemm.h"
+#include "ops/cpu/parallel.h"
 #include "ops/op_util.h"
 #ifdef WICK_WITH_CUDA
 #include "kernels/cublas_gemm.h"
@@ -32,20 +32,22 @@ std::optional<MatKind> mat_kind(int64_t rows, int64_t cols, int64_t rs, int64_t 
   return MatKind{!op->trans, op->ld};
 }
 
-template <class T, int Order>
-using StridedMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>, Eigen::Unaligned,
-                              Eigen::OuterStride<>>;
-
-template <class T, int OA, int OB>
-void gemm_batch(const T* pa, const std::vector<int64_t>& offa, int64_t lda, const T* pb,
-                const std::vector<int64_t>& offb, int64_t ldb, T* pc, int64_t m, int64_t n, int64_t k) {
-  using Out = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-  for (size_t i = 0; i < offa.size(); ++i) {
-    StridedMap<T, OA> A(pa + offa[i], m, k, Eigen::OuterStride<>(lda));
-    StridedMap<T, OB> B(pb + offb[i], k, n, Eigen::OuterStride<>(ldb));
-    Out C(pc + static_cast<int64_t>(i) * m * n, m, n);
-    C.noalias() = A * B;
-  }
+// One GEMM runs through ops/cpu/gemm.h (Eigen's GEMM for this CPU's code path, split over the
+// shared CPU pool when it is large). A batch of several products is split over the pool by
+// batch entry instead, each product on one thread (the GEMM does not fork again inside a
+// parallel region); a batch too small to pay for the fork stays on the calling thread.
+template <class T>
+void gemm_batch(const T* pa, const std::vector<int64_t>& offa, MatKind ka, const T* pb,
+                const std::vector<int64_t>& offb, MatKind kb, T* pc, int64_t m, int64_t n, int64_t k) {
+  auto run = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      cpu::gemm<T>(m, n, k, {pa + offa[i], ka.ld, ka.row_major}, {pb + offb[i], kb.ld, kb.row_major}, pc + i * m * n);
+  };
+  const auto batch = static_cast<int64_t>(offa.size());
+  if (batch == 1) return run(0, 1);
+  // About 2^20 multiply-adds per thread at least.
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 20) / std::max<int64_t>(1, m * n * k));
+  cpu::parallel_for(batch, grain, run);
 }
 
 // Storage offset of each batch's matrix, in batch order, for a layout (batch..., rows, cols).
@@ -77,11 +79,7 @@ void cpu_matmul(Tensor a, Tensor b, const Tensor& out, int64_t m, int64_t n, int
   const T* pa = cpu_base<T>(a);
   const T* pb = cpu_base<T>(b);
   T* pc = cpu_base_mut<T>(out);
-  constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
-  if (ka.row_major && kb.row_major) gemm_batch<T, R, R>(pa, oa, ka.ld, pb, ob, kb.ld, pc, m, n, k);
-  else if (ka.row_major) gemm_batch<T, R, C>(pa, oa, ka.ld, pb, ob, kb.ld, pc, m, n, k);
-  else if (kb.row_major) gemm_batch<T, C, R>(pa, oa, ka.ld, pb, ob, kb.ld, pc, m, n, k);
-  else gemm_batch<T, C, C>(pa, oa, ka.ld, pb, ob, kb.ld, pc, m, n, k);
+  gemm_batch<T>(pa, oa, ka, pb, ob, kb, pc, m, n, k);
 }
 
 #ifdef WICK_WITH_CUDA

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/common.h"
+#include "ops/cpu/parallel.h"
 #include "ops/ops.h"
 #include "tensor/grad_node.h"
 #include "tensor/tensor.h"
@@ -65,6 +66,32 @@ decltype(auto) visit_float(const std::string& op, const Tensor& x, F&& f) {
 // Typed storage base (CPU). Add a layout's storage offsets to it (they include start_offset).
 template <class T> const T* cpu_base(const Tensor& t) { return static_cast<const T*>(t.storage()->data()); }
 template <class T> T* cpu_base_mut(const Tensor& t) { return static_cast<T*>(t.storage()->data()); }
+
+// Elements per thread, at least, when an elementwise loop runs on the shared CPU pool.
+inline constexpr int64_t kParallelGrain = int64_t(1) << 16;
+
+// for_each_offsets (tensor/layout.h) for the ops' elementwise loops: when every layout is
+// contiguous and the range is large, it is split over the shared CPU pool
+// (ops/cpu/parallel.h), so f must touch only what index i owns.
+template <size_t N, class F>
+void parallel_for_each_offsets(const std::array<const Layout*, N>& ls, F&& f) {
+  const auto n = static_cast<int64_t>(ls[0]->elem_count());
+  bool all_contig = true;
+  for (size_t j = 0; j < N; ++j) all_contig = all_contig && ls[j]->is_contiguous();
+  if (!all_contig || n < 2 * kParallelGrain) return for_each_offsets<N>(ls, std::forward<F>(f));
+  cpu::parallel_for(n, kParallelGrain, [&](int64_t begin, int64_t end) {
+    std::array<size_t, N> o;
+    for (auto i = static_cast<size_t>(begin); i < static_cast<size_t>(end); ++i) {
+      for (size_t j = 0; j < N; ++j) o[j] = ls[j]->start_offset() + i;
+      f(i, o);
+    }
+  });
+}
+
+template <class F>
+void parallel_for_each_offset(const Layout& l, F&& f) {
+  parallel_for_each_offsets<1>({&l}, [&](size_t i, const std::array<size_t, 1>& o) { f(i, o[0]); });
+}
 
 // Kernel arguments for a layout; throws when the rank exceeds kernels::kMaxRank.
 kernels::StridedView kview(const std::string& op, const Layout& l);

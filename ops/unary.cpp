@@ -35,7 +35,7 @@ Tensor unary_fwd(const char* name, UnaryOp op, const Tensor& x, double a = 0, do
       const T* in = cpu_base<T>(x);
       T* o = cpu_base_mut<T>(out);
       const C ca = static_cast<C>(a), cb = static_cast<C>(b);
-      for_each_offset(x.layout(), [&](size_t i, size_t off) {
+      parallel_for_each_offset(x.layout(), [&](size_t i, size_t off) {
         o[i] = static_cast<T>(kernels::apply_unary<C>(op, static_cast<C>(in[off]), ca, cb));
       });
     });

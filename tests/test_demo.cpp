@@ -33,11 +33,13 @@ TEST_CASE("demo: the guided tour runs and shows the five mistakes") {
   CHECK(out.find("max |paged - packed|     = 0.00e+00") != std::string::npos);
   // The operator's own mask: 3 queries over 8 keys, bottom-right.
   CHECK(out.find("query 0    0.167  0.167  0.167  0.167  0.167  0.167      .      .") != std::string::npos);
-  // Every reported difference from the reference is below one bf16 ulp near 1.
+  // Every reported difference from the reference is at most one bf16 ulp near 1 (2^-7; the
+  // CPU path rounds P to bf16 for its P V product, as the GPU kernels do, so an output may
+  // round the other way from the f32 reference's).
   std::regex diff(R"(\|[a-z]+ - reference\| *= ([0-9.e+-]+))");
   int seen = 0;
   for (auto it = std::sregex_iterator(out.begin(), out.end(), diff); it != std::sregex_iterator(); ++it, ++seen)
-    CHECK(std::stod((*it)[1]) < 7.8e-3);
+    CHECK(std::stod((*it)[1]) <= 7.82e-3);
   CHECK(seen >= 4);
 }
 

@@ -1,0 +1,99 @@
+#include "ops/cpu/gemm.h"
+
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <type_traits>
+
+#include "ops/cpu/isa.h"
+#include "ops/cpu/parallel.h"
+
+namespace wick::cpu {
+
+namespace baseline {
+#include "ops/cpu/gemm_impl.inc"
+}  // namespace baseline
+
+#define WICK_GEMM_PATH(isa)                                                                                       \
+  namespace isa {                                                                                                 \
+  void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, bool a_row, const float* b,        \
+                int64_t ldb, bool b_row, float* c, int64_t ldc);                                                  \
+  void gemm_f64(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, bool a_row, const double* b,      \
+                int64_t ldb, bool b_row, double* c, int64_t ldc);                                                 \
+  }
+WICK_GEMM_PATH(avx2)
+WICK_GEMM_PATH(avx512)
+#undef WICK_GEMM_PATH
+
+namespace {
+
+// One thread's product on one path: C (m x n, row stride ldc) = A * B.
+template <class T>
+void gemm_one(Isa isa, int64_t m, int64_t n, int64_t k, GemmOperand<T> a, GemmOperand<T> b, T* c, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (isa >= Isa::Avx512)
+      return avx512::gemm_f32(m, n, k, a.data, a.ld, a.row_major, b.data, b.ld, b.row_major, c, ldc);
+    if (isa >= Isa::Avx2) return avx2::gemm_f32(m, n, k, a.data, a.ld, a.row_major, b.data, b.ld, b.row_major, c, ldc);
+  } else {
+    if (isa >= Isa::Avx512)
+      return avx512::gemm_f64(m, n, k, a.data, a.ld, a.row_major, b.data, b.ld, b.row_major, c, ldc);
+    if (isa >= Isa::Avx2) return avx2::gemm_f64(m, n, k, a.data, a.ld, a.row_major, b.data, b.ld, b.row_major, c, ldc);
+  }
+  baseline::gemm_any<T>(m, n, k, a.data, a.ld, a.row_major, b.data, b.ld, b.row_major, c, ldc);
+}
+
+// Operand rows [r0, ...) of A and columns [c0, ...) of B, wherever they are stored.
+template <class T>
+GemmOperand<T> rows_from(GemmOperand<T> a, int64_t r0) {
+  a.data += a.row_major ? r0 * a.ld : r0;
+  return a;
+}
+template <class T>
+GemmOperand<T> cols_from(GemmOperand<T> b, int64_t c0) {
+  b.data += b.row_major ? c0 : c0 * b.ld;
+  return b;
+}
+
+constexpr int64_t kMinMacsPerThread = int64_t(1) << 22;  // below this a thread is not worth a fork
+
+}  // namespace
+
+template <class T>
+void gemm(int64_t m, int64_t n, int64_t k, GemmOperand<T> a, GemmOperand<T> b, T* c) {
+  gemm<T>(m, n, k, a, b, c, best_isa());
+}
+
+// A large product splits C into a grid of tm x tn blocks, one per pool thread, each an
+// independent single-threaded GEMM (the grid with the shortest block sides, so each thread
+// packs the least of A and B); the blocks' edges fall on multiples of 16.
+template <class T>
+void gemm(int64_t m, int64_t n, int64_t k, GemmOperand<T> a, GemmOperand<T> b, T* c, Isa isa) {
+  if (isa > best_isa()) isa = best_isa();
+  const double macs = double(m) * double(n) * double(k);
+  const int threads = static_cast<int>(std::min<double>(max_threads(), macs / double(kMinMacsPerThread)));
+  if (threads <= 1) return gemm_one<T>(isa, m, n, k, a, b, c, n);
+  int tm = 1, tn = threads;
+  double best = 1e300;
+  for (int i = 1; i <= threads; ++i) {
+    const int j = threads / i;
+    if (i * j != threads) continue;
+    const double cost = double(m) / i + double(n) / j;
+    if (cost < best) best = cost, tm = i, tn = j;
+  }
+  auto edge = [](int64_t len, int parts, int64_t i) { return std::min(len, (len * i / parts + 15) / 16 * 16); };
+  parallel_for(int64_t(tm) * tn, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t blk = begin; blk < end; ++blk) {
+      const int64_t bi = blk / tn, bj = blk % tn;
+      const int64_t r0 = edge(m, tm, bi), r1 = edge(m, tm, bi + 1), c0 = edge(n, tn, bj), c1 = edge(n, tn, bj + 1);
+      if (r0 < r1 && c0 < c1)
+        gemm_one<T>(isa, r1 - r0, c1 - c0, k, rows_from(a, r0), cols_from(b, c0), c + r0 * n + c0, n);
+    }
+  });
+}
+
+template void gemm<float>(int64_t, int64_t, int64_t, GemmOperand<float>, GemmOperand<float>, float*);
+template void gemm<double>(int64_t, int64_t, int64_t, GemmOperand<double>, GemmOperand<double>, double*);
+template void gemm<float>(int64_t, int64_t, int64_t, GemmOperand<float>, GemmOperand<float>, float*, Isa);
+template void gemm<double>(int64_t, int64_t, int64_t, GemmOperand<double>, GemmOperand<double>, double*, Isa);
+
+}  // namespace wick::cpu
