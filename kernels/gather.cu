@@ -60,7 +60,7 @@ void gather(size_t elem_size, const void* x, const StridedView& xv, const int64_
     gather_kernel<U><<<blocks_for(n), kThreads, 0, launch_stream()>>>(static_cast<const U*>(x), xv, idx, iv, dim,
                                                                        static_cast<U*>(out), n);
   });
-  if (!known) throw_error("gather kernel: element size must be 1, 2, 4 or 8, got " + std::to_string(elem_size));
+  if (!known) throw_error("C07", "gather kernel: element size must be 1, 2, 4 or 8, got " + std::to_string(elem_size));
   WICK_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -75,7 +75,7 @@ void scatter_add(ElemType type, void* dst, const StridedView& dv, const int64_t*
     scatter_add_kernel<double><<<blocks_for(n), kThreads, 0, launch_stream()>>>(
         static_cast<double*>(dst), dv, idx, iv, dim, static_cast<const double*>(src), sv, n);
   else
-    throw_error("scatter_add kernel: F32 or F64 only, got " + elem_type_name(type));
+    throw_error("C16", "scatter_add kernel: F32 or F64 only, got " + elem_type_name(type));
   WICK_CUDA_CHECK(cudaGetLastError());
 }
 
