@@ -1111,7 +1111,8 @@ TEST_CASE("error catalogue: docs/errors.md lists exactly these sections' message
   for (const Entry& e : catalogue()) tested[e.id] = e.templ;
   catalog::check_sections_in_sync(docs, "LSOGCTDN", tested, kUntestable);
   // Every section of the file belongs to one of the catalogue tests (F: test_npy.cpp).
-  for (const auto& [id, templ] : docs) {
+  for (const auto& entry : docs) {
+    const std::string &id = entry.first, &templ = entry.second;
     INFO(id, ": ", templ);
     CHECK(std::string("AWXP" "LSOGC" "F" "TDN").find(id[0]) != std::string::npos);
   }
