@@ -122,3 +122,117 @@ TEST_CASE("sizes: printing reads only the elements it shows") {
     CHECK(s.find("1.5000, -2.0000,  3.0000") != std::string::npos);
   }
 }
+
+// ---- integers: defined wrapping and saturation ----------------------------------------------
+
+TEST_CASE("integers: add, sub and mul wrap modulo 2^bits on every device") {
+  using L32 = std::numeric_limits<int32_t>;
+  using L64 = std::numeric_limits<int64_t>;
+  for (Device dev : test::test_devices()) {
+    DEVICE_CONTEXT(dev);
+    {
+      Tensor a = vec<int32_t>({L32::max(), L32::min(), 65536, -7}, dev);
+      Tensor b = vec<int32_t>({1, 1, 65536, 3}, dev);
+      CHECK(add(a, b).to_vec<int32_t>() == std::vector<int32_t>{L32::min(), L32::min() + 1, 131072, -4});
+      CHECK(sub(b, a).to_vec<int32_t>() == std::vector<int32_t>{L32::min() + 2, L32::min() + 1, 0, 10});
+      CHECK(mul(a, b).to_vec<int32_t>() == std::vector<int32_t>{L32::max(), L32::min(), 0, -21});
+    }
+    {
+      Tensor a = vec<int64_t>({L64::max(), L64::min(), int64_t{1} << 32}, dev);
+      Tensor b = vec<int64_t>({2, 1, int64_t{1} << 32}, dev);
+      CHECK(add(a, b).to_vec<int64_t>() == std::vector<int64_t>{L64::min() + 1, L64::min() + 1, int64_t{1} << 33});
+      CHECK(sub(a, b).to_vec<int64_t>() == std::vector<int64_t>{L64::max() - 2, L64::max(), 0});
+      CHECK(mul(a, b).to_vec<int64_t>() == std::vector<int64_t>{-2, L64::min(), 0});
+    }
+    {
+      Tensor a = vec<int16_t>({32767, 300, -32768}, dev), b = vec<int16_t>({1, 300, 1}, dev);
+      CHECK(add(a, b).to_vec<int16_t>() == std::vector<int16_t>{-32768, 600, -32767});
+      CHECK(mul(a, b).to_vec<int16_t>() == std::vector<int16_t>{32767, 24464, -32768});  // 90000 - 65536
+      Tensor u = vec<uint8_t>({255, 0, 16}, dev), w = vec<uint8_t>({1, 1, 16}, dev);
+      CHECK(add(u, w).to_vec<uint8_t>() == std::vector<uint8_t>{0, 1, 32});
+      CHECK(sub(w, u).to_vec<uint8_t>() == std::vector<uint8_t>{2, 1, 0});
+      CHECK(mul(u, w).to_vec<uint8_t>() == std::vector<uint8_t>{255, 0, 0});
+      Tensor x = vec<uint32_t>({0, 65536}, dev), y = vec<uint32_t>({1, 65536}, dev);
+      CHECK(sub(x, y).to_vec<uint32_t>() == std::vector<uint32_t>{4294967295u, 0});
+      CHECK(mul(x, y).to_vec<uint32_t>() == std::vector<uint32_t>{0, 0});
+    }
+    // integer sums wrap in the input dtype
+    CHECK(sum_all(vec<int32_t>({L32::max(), 1, 5}, dev)).item() == double(L32::min() + 5));
+    CHECK(sum_all(vec<int64_t>({L64::max(), L64::max()}, dev)).to_vec<int64_t>() == std::vector<int64_t>{-2});
+    CHECK(sum_all(vec<uint8_t>({200, 100, 1}, dev)).item() == 45);
+    CHECK(sum(vec<int16_t>({32767, 32767, 2, 0}, dev).reshape({2, 2}), {1}).to_vec<int16_t>() ==
+          std::vector<int16_t>{-2, 2});
+  }
+}
+
+TEST_CASE("integers: float -> integer casts saturate (NaN -> 0), integer -> integer casts wrap") {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  using L32 = std::numeric_limits<int32_t>;
+  using L64 = std::numeric_limits<int64_t>;
+  for (Device dev : test::test_devices()) {
+    DEVICE_CONTEXT(dev);
+    Tensor f = vec<float>({nan, inf, -inf, 1e10f, -1e10f, 3.9f, -3.9f, 2147483520.f}, dev);
+    CHECK(cast(f, DType::I32).to_vec<int32_t>() ==
+          std::vector<int32_t>{0, L32::max(), L32::min(), L32::max(), L32::min(), 3, -3, 2147483520});
+    CHECK(cast(f, DType::U8).to_vec<uint8_t>() == std::vector<uint8_t>{0, 255, 0, 255, 0, 3, 0, 255});
+    CHECK(cast(f, DType::U32).to_vec<uint32_t>() ==
+          std::vector<uint32_t>{0, 4294967295u, 0, 4294967295u, 0, 3, 0, 2147483520u});
+    CHECK(cast(f, DType::I16).to_vec<int16_t>() == std::vector<int16_t>{0, 32767, -32768, 32767, -32768, 3, -3, 32767});
+    Tensor d = vec<double>({9.3e18, -9.3e18, 9007199254740993.0, -0.99}, dev);
+    CHECK(cast(d, DType::I64).to_vec<int64_t>() == std::vector<int64_t>{L64::max(), L64::min(), 9007199254740992, 0});
+    CHECK(cast(cast(f, DType::BF16), DType::I32).to_vec<int32_t>()[1] == L32::max());
+    // integer -> integer: modulo 2^bits of the target
+    CHECK(cast(vec<int16_t>({-1, 256, 300}, dev), DType::U8).to_vec<uint8_t>() == std::vector<uint8_t>{255, 0, 44});
+    CHECK(cast(vec<int64_t>({(int64_t{1} << 32) + 5, -1}, dev), DType::I32).to_vec<int32_t>() ==
+          std::vector<int32_t>{5, -1});
+    CHECK(cast(vec<int32_t>({-1}, dev), DType::U32).to_vec<uint32_t>() == std::vector<uint32_t>{4294967295u});
+    // full() saturates the same way
+    CHECK(Tensor::full({2}, 1e20, DType::I32, dev).to_vec<int32_t>() == std::vector<int32_t>{L32::max(), L32::max()});
+    CHECK(Tensor::full({1}, -5.0, DType::U8, dev).to_vec<uint8_t>() == std::vector<uint8_t>{0});
+    CHECK(Tensor::full({1}, std::nan(""), DType::I64, dev).to_vec<int64_t>() == std::vector<int64_t>{0});
+  }
+}
+
+TEST_CASE("integers: arange holds exact values and refuses a range its dtype cannot hold") {
+  for (Device dev : test::test_devices()) {
+    DEVICE_CONTEXT(dev);
+    const int64_t big = int64_t{1} << 60;  // not exact in f64 past 2^53: must not go through it
+    CHECK(Tensor::arange(big, big + 3, DType::I64, dev).to_vec<int64_t>() ==
+          std::vector<int64_t>{big, big + 1, big + 2});
+    CHECK(Tensor::arange(-2, 2, DType::I16, dev).to_vec<int16_t>() == std::vector<int16_t>{-2, -1, 0, 1});
+    CHECK(Tensor::arange(250, 256, DType::U8, dev).to_vec<uint8_t>().back() == 255);
+    CHECK(code_of([&] { Tensor::arange(250, 257, DType::U8, dev); }) == "L25");
+    CHECK(code_of([&] { Tensor::arange(-1, 3, DType::U32, dev); }) == "L25");
+    CHECK(code_of([&] { Tensor::arange(0, (int64_t{1} << 31) + 1, DType::I32, dev); }) == "L25");
+    CHECK(Tensor::arange(5, 5, DType::U8, dev).elem_count() == 0);
+  }
+}
+
+// ---- copies -------------------------------------------------------------------------------
+
+TEST_CASE("copy_into: a source that overlaps the destination is read as it was before the call") {
+  for (Device dev : test::test_devices()) {
+    DEVICE_CONTEXT(dev);
+    Tensor x = Tensor::arange(0, 10, DType::F32, dev);
+    copy_into(x.narrow(0, 1, 8), x.narrow(0, 0, 8));  // shift right by one: memmove semantics
+    CHECK(x.to_vec<float>() == std::vector<float>{0, 0, 1, 2, 3, 4, 5, 6, 7, 9});
+    Tensor y = Tensor::arange(0, 10, DType::F32, dev);
+    copy_into(y.narrow(0, 0, 8), y.narrow(0, 2, 8));  // shift left by two
+    CHECK(y.to_vec<float>() == std::vector<float>{2, 3, 4, 5, 6, 7, 8, 9, 8, 9});
+    // a square transposed onto itself: strided, overlapping
+    Tensor m = Tensor::arange(0, 9, DType::I64, dev).reshape({3, 3});
+    copy_into(m, m.t());
+    CHECK(m.to_vec<int64_t>() == std::vector<int64_t>{0, 3, 6, 1, 4, 7, 2, 5, 8});
+    // onto itself: unchanged
+    Tensor z = Tensor::arange(0, 4, DType::U8, dev);
+    copy_into(z, z);
+    CHECK(z.to_vec<uint8_t>() == std::vector<uint8_t>{0, 1, 2, 3});
+    // empty tensors: their contiguous strides hold zeros ([6, 0, 8] has stride [0, 8, 1]),
+    // which is not a broadcast: nothing is written and nothing is refused
+    Tensor e = Tensor::zeros({6, 0, 8}, DType::F32, dev);
+    CHECK(e.stride() == std::vector<int64_t>{0, 8, 1});
+    copy_into(e, Tensor::zeros({6, 0, 8}, DType::F32, dev));
+    CHECK(cat({e, e}, 1).shape() == Shape{6, 0, 8});
+  }
+}
+
