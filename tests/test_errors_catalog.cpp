@@ -278,6 +278,12 @@ std::vector<Entry> tensor_entries() {
   e.push_back({"L25", "arange: the values {first} to {last} do not fit in {dt:?} (its range is {min} to {max})", Where::Devices,
                [](D d) { return raised_by([&] { Tensor::arange(-40000, 5, DType::I16, d); }); },
                "arange: the values -40000 to 4 do not fit in I16 (its range is -32768 to 32767)"});
+  e.push_back({"L12", "{op}: {what} is an empty (default-constructed) tensor", Where::Devices,
+               [](D d) {
+                 PagedKvCache cache(2, 32, 1, 8, DType::BF16, d);
+                 return error_of([&] { cache.append(1, Tensor(), Tensor()); });
+               },
+               "PagedKvCache::append: k_new is an empty (default-constructed) tensor"});
   // candle's generic helpers, catalogued with the attention entries, raised here too.
   e.push_back({"A09", "unexpected rank, expected: {expected}, got: {got} ({shape:?})", Where::Cpu,
                [](D) { return raised_by([] { Shape{8}.dims2(); }); },

@@ -236,3 +236,29 @@ TEST_CASE("copy_into: a source that overlaps the destination is read as it was b
   }
 }
 
+// ---- the paged cache ------------------------------------------------------------------------
+
+TEST_CASE("PagedKvCache: a block a live sequence holds cannot be released, so no other sequence gets it") {
+  for (Device dev : test::test_devices()) {
+    DEVICE_CONTEXT(dev);
+    PagedKvCache cache(3, 32, 1, 8, DType::F32, dev);
+    Tensor k7 = randn({40, 1, 8}, DType::F32, dev, 21);
+    cache.append(7, k7, k7);  // blocks 0 and 1
+    const std::vector<int32_t> held = cache.blocks(7);
+    CHECK(code_of([&] { cache.release_block(held[0]); }) == "P16");
+    // the refused release left the allocator as it was: the only free block is handed out
+    const int32_t mine = cache.allocate_block();
+    CHECK(mine == 2);
+    CHECK(code_of([&] { cache.allocate_block(); }) == "P08");
+    cache.release_block(mine);  // a block from allocate_block goes back
+    Tensor k8 = randn({5, 1, 8}, DType::F32, dev, 22);
+    cache.append(8, k8, k8);
+    CHECK(cache.blocks(8) == std::vector<int32_t>{2});
+    // sequence 7's keys are intact
+    Tensor first = cache.k().narrow(0, static_cast<size_t>(held[0]), 1).reshape({32, 1, 8});
+    CHECK(first.to_f64_vec() == k7.narrow(0, 0, 32).to_f64_vec());
+    cache.free(7);
+    cache.release_block(cache.allocate_block());  // freed blocks are ordinary free blocks again
+  }
+}
+
