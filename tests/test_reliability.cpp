@@ -262,3 +262,32 @@ TEST_CASE("PagedKvCache: a block a live sequence holds cannot be released, so no
   }
 }
 
+// ---- the CPU backward's memory ------------------------------------------------------------
+
+TEST_CASE("attention backward (CPU): memory is O(tokens) and k, v that need no gradient cost none") {
+  // k and v: 2^18 keys broadcast from one real row (stride 0, 128 bytes); every query sees a
+  // window of 33 keys. Only q requires grad: the backward must not materialise k or v, nor
+  // build dk / dv (f32 copies of them would be 64 MB each).
+  const Device cpu = Device::cpu();
+  const size_t n = size_t{1} << 18, d = 64;
+  Tensor k = randn({1, 1, d}, DType::BF16, cpu, 41).broadcast_as({n, 1, d});
+  Tensor v = randn({1, 1, d}, DType::BF16, cpu, 42).broadcast_as({n, 1, d});
+  Tensor q = randn({64, 2, d}, DType::BF16, cpu, 43);
+  q.requires_grad(true);
+  FlashAttnVarLen op;
+  op.max_seqlen_q = 64, op.max_seqlen_k = n;
+  op.seqlens_q = u32_tensor({0, 64}, cpu), op.seqlens_k = u32_tensor({0, static_cast<uint32_t>(n)}, cpu);
+  op.causal = true, op.window_size_left = 32;
+  Tensor out = op.forward(q, k, v);
+  Tensor go = Tensor::ones(out.shape(), out.dtype(), cpu);
+  const int64_t before = Storage::live_bytes(Device::Kind::Cpu);
+  Storage::reset_peak_bytes(Device::Kind::Cpu);
+  out.backward(go);
+  const int64_t extra = Storage::peak_bytes(Device::Kind::Cpu) - before;
+  MESSAGE("backward peak extra: ", extra, " bytes");
+  CHECK(extra <= 4 * static_cast<int64_t>(q.elem_count() * 2) + (int64_t{1} << 16));
+  // Every key is the same row, so every output is v's row whatever the weights: dq is 0.
+  REQUIRE(q.grad().defined());
+  CHECK(q.grad().shape() == q.shape());
+  for (double g : q.grad().to_f64_vec()) REQUIRE(std::abs(g) <= 1e-3);
+}
