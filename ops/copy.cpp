@@ -62,6 +62,7 @@ void copy_into(const Tensor& dst, const Tensor& src) {
                   ") is a broadcast view: dim " + std::to_string(d) +
                   " has stride 0, so several elements would be written to one place");
   const size_t es = dtype_size(src.dtype());
+  dst.storage()->bump_version();  // dst's storage changes: backward rules that saved it must know (G29)
   if (dst.same_storage(src)) {
     if (dst.layout() == src.layout()) return;  // a copy onto itself changes nothing
     // Ranges of one storage that intersect: reading src while dst is written would see

@@ -210,6 +210,7 @@ static void check_range(const Storage& s, size_t off, size_t bytes, const char* 
 void Storage::copy_from_host(size_t dst_off, const void* src, size_t bytes) {
   check_range(*this, dst_off, bytes, "copy_from_host");
   if (bytes == 0) return;
+  bump_version();
   char* dst = static_cast<char*>(data_) + dst_off;
   if (device_.is_cpu()) { std::memcpy(dst, src, bytes); return; }
 #ifdef WICK_WITH_CUDA
@@ -237,6 +238,7 @@ void Storage::copy(const Storage& src, size_t src_off, Storage& dst, size_t dst_
   check_range(src, src_off, bytes, "copy");
   check_range(dst, dst_off, bytes, "copy");
   if (bytes == 0) return;
+  dst.bump_version();
   const char* s = static_cast<const char*>(src.data_) + src_off;
   char* d = static_cast<char*>(dst.data_) + dst_off;
   if (src.device_.is_cpu() && dst.device_.is_cpu()) { std::memcpy(d, s, bytes); return; }
@@ -255,6 +257,7 @@ void Storage::copy(const Storage& src, size_t src_off, Storage& dst, size_t dst_
 
 void Storage::fill_zero() {
   if (bytes_ == 0) return;
+  bump_version();
   if (device_.is_cpu()) { std::memset(data_, 0, bytes_); return; }
 #ifdef WICK_WITH_CUDA
   set_current_device(device_);

@@ -4,6 +4,7 @@
 // it on that same stream when the last view is gone.
 #pragma once
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -39,6 +40,12 @@ class Storage {
   static void copy(const Storage& src, size_t src_off, Storage& dst, size_t dst_off, size_t bytes);
   void fill_zero();
 
+  // The number of writes into this storage so far (Storage's own copies and fills, copy_into,
+  // optimizer steps). Autograd records it for the tensors a backward rule saves and refuses
+  // to run the rule once it moved (G29). Views share their storage, so they share the count.
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+
   // Bytes currently allocated through Storage on each kind of device; for leak tests.
   static int64_t live_bytes(Device::Kind kind);
   // The most live_bytes(kind) reached since the last reset_peak_bytes(kind) (or the start);
@@ -53,6 +60,7 @@ class Storage {
   Device device_;
   void* stream_ = nullptr;  // CUDA: the stream the memory was allocated on (and is freed on)
   std::function<void()> release_;  // set for wrapped memory: called instead of freeing
+  std::atomic<uint64_t> version_{0};
 };
 
 // n elements of elem_size bytes, in bytes; throws L24 ("{op}: ... take 2^63 bytes or more")

@@ -697,6 +697,18 @@ std::vector<Entry> autograd_entries() {
   e.push_back({"A01", "device mismatch in {op}, lhs: {lhs:?}, rhs: {rhs:?}", Where::Gpu,
                [](D d) { return raised_by([&] { cube_op()({f64_leaf(D::cpu()), f64_leaf(d)}); }); },
                "device mismatch in cube, lhs: Cpu, rhs: Cuda { gpu_id: 0 }"});
+  e.push_back({"G29", "backward of '{op}': a tensor it saved ({shape:?} {dt:?}) was modified in place after the forward (its "
+               "storage is at version {now}, the forward saw version {then}); modify a copy, or run the forward again after "
+               "the change", Where::Devices,
+               [](D d) {
+                 Tensor x = f64_leaf(d);
+                 Tensor w = Tensor::from_vec(std::vector<double>{1, 2, 3}, Shape{3}, d);
+                 Tensor y = mul(x, w);
+                 copy_into(w, Tensor::zeros({3}, DType::F64, d));
+                 return error_of([&] { y.backward(Tensor::ones({3}, DType::F64, d)); });
+               },
+               "backward of 'mul': a tensor it saved ([3] F64) was modified in place after the forward (its storage is at "
+               "version 2, the forward saw version 1); modify a copy, or run the forward again after the change"});
   // ---- gradcheck ----
   e.push_back({"G18", "gradcheck: the function's output is an empty (default-constructed) tensor", Where::Cpu,
                [](D d) { return raised_by([&] { autograd::gradcheck([](const Grads&) { return Tensor(); }, {f64_leaf(d)}); }); },

@@ -236,6 +236,93 @@ TEST_CASE("copy_into: a source that overlaps the destination is read as it was b
   }
 }
 
+// ---- autograd guards ------------------------------------------------------------------------
+
+TEST_CASE("autograd: a cast to an integer dtype ends the graph") {
+  for (Device dev : test::test_devices()) {
+    DEVICE_CONTEXT(dev);
+    Tensor x = vec<float>({1.7f, -2.2f, 3.5f}, dev);
+    x.requires_grad(true);
+    Tensor i = cast(x, DType::I32);
+    CHECK_FALSE(i.requires_grad());
+    CHECK(i.grad_fn() == nullptr);
+    Tensor back = cast(i, DType::F32);
+    CHECK_FALSE(back.requires_grad());
+    CHECK(code_of([&] { sum_all(back).backward(); }) == "G01");  // no graph to differentiate
+    // x * trunc(x): the integer round trip is a constant, so d/dx = trunc(x)
+    sum_all(mul(x, back)).backward();
+    CHECK(x.grad().to_vec<float>() == std::vector<float>{1, -2, 3});
+    // float -> float casts still carry the gradient
+    Tensor y = vec<float>({2.0f}, dev);
+    y.requires_grad(true);
+    sum_all(cast(y, DType::F64)).backward();
+    CHECK(y.grad().to_vec<float>() == std::vector<float>{1});
+  }
+}
+
+TEST_CASE("autograd: a tensor a backward rule saved and that was written after the forward raises G29") {
+  for (Device dev : test::test_devices()) {
+    DEVICE_CONTEXT(dev);
+    auto leaf = [&](std::vector<float> v) {
+      Tensor t = vec<float>(std::move(v), dev);
+      t.requires_grad(true);
+      return t;
+    };
+    Tensor seed = Tensor::ones({2}, DType::F32, dev);
+    {  // mul saves both sides: w changed -> the gradient of x would use the new w
+      Tensor x = leaf({1, 2}), w = vec<float>({3, 4}, dev);
+      Tensor y = mul(x, w);
+      copy_into(w, vec<float>({5, 6}, dev));
+      CHECK(code_of([&] { y.backward(seed); }) == "G29");
+    }
+    {  // exp saves its output
+      Tensor x = leaf({0, 1});
+      Tensor y = exp(x);
+      Tensor z = mul_scalar(y, 2.0);
+      copy_into(y, vec<float>({7, 7}, dev));
+      CHECK(code_of([&] { z.backward(seed); }) == "G29");
+    }
+    {  // a write through another view of the same storage counts too
+      Tensor x = leaf({1, 2}), base = vec<float>({3, 4, 5, 6}, dev);
+      Tensor y = mul(x, base.narrow(0, 0, 2));
+      copy_into(base.narrow(0, 2, 2), vec<float>({0, 0}, dev));
+      CHECK(code_of([&] { y.backward(seed); }) == "G29");
+    }
+    {  // add saves nothing: modifying its input afterwards is harmless, and allowed
+      Tensor x = leaf({1, 2}), b = vec<float>({3, 4}, dev);
+      Tensor y = add(x, b);
+      copy_into(b, vec<float>({0, 0}, dev));
+      y.backward(seed);
+      CHECK(x.grad().to_vec<float>() == std::vector<float>{1, 1});
+    }
+    {  // an optimizer step between two backward passes through one retained graph
+      Tensor w = leaf({1, 2}), x = vec<float>({3, 4}, dev);
+      Tensor loss = sum_all(mul(w, x));
+      autograd::BackwardOptions keep;
+      keep.retain_graph = true;
+      keep.accumulate_into_leaves = true;
+      autograd::grad(loss, keep);
+      autograd::SGD sgd({w}, {0.1});
+      sgd.step();
+      CHECK(code_of([&] { autograd::grad(loss, keep); }) == "G29");
+      // a fresh forward after the step is fine
+      w.set_grad(Tensor());
+      sum_all(mul(w, x)).backward();
+      CHECK(w.grad().to_vec<float>() == std::vector<float>{3, 4});
+    }
+    {  // flash attention saves q, k, v, out, lse and its index tensors
+      Tensor q = randn({4, 2, 16}, DType::BF16, dev, 11), k = randn({4, 1, 16}, DType::BF16, dev, 12),
+             v = randn({4, 1, 16}, DType::BF16, dev, 13);
+      q.requires_grad(true);
+      Tensor cu = u32_tensor({0, 4}, dev);
+      Tensor out = flash_attn_varlen(q, k, v, cu, cu, 4, 4, 0.25f, true);
+      Tensor go = Tensor::ones(out.shape(), out.dtype(), dev);
+      copy_into(k, randn({4, 1, 16}, DType::BF16, dev, 14));
+      CHECK(code_of([&] { out.backward(go); }) == "G29");
+    }
+  }
+}
+
 // ---- the paged cache ------------------------------------------------------------------------
 
 TEST_CASE("PagedKvCache: a block a live sequence holds cannot be released, so no other sequence gets it") {

@@ -35,7 +35,11 @@ std::pair<Tensor, Tensor> run(const char* name, const attention::AttnPlan& plan,
     const auto g = attention::run_backward(plan, qd, kd, vd, od, lse, grad_out, needed);
     return std::vector<Tensor>{g[0], g[1], g[2]};
   };
-  return {autograd::record(out, name, {q, k, v}, std::move(backward)), lse};
+  // Everything the backward reads, the plan's index tensors included: writing into any of
+  // them after the forward makes the backward raise G29.
+  const std::vector<Tensor> saved{qd, kd, vd, od, lse, plan.seqlens_q, plan.seqlens_k, plan.block_table,
+                                  plan.mm_prefix_ranges, plan.alibi_slopes};
+  return {autograd::record(out, name, {q, k, v}, std::move(backward), saved), lse};
 }
 
 }  // namespace
