@@ -349,6 +349,95 @@ TEST_CASE("PagedKvCache: a block a live sequence holds cannot be released, so no
   }
 }
 
+// ---- offsets past 2^31 and 2^32 (CPU) ------------------------------------------------------
+
+namespace {
+// An uninitialised CPU tensor of n elements: address space only until written (the pages a
+// test touches are the memory it uses). nullopt, with a visible skip, where the machine
+// cannot reserve it.
+std::optional<Tensor> sparse_cpu(size_t n, DType dt) {
+  try {
+    return Tensor::empty({n}, dt, Device::cpu());
+  } catch (const Error& e) {
+    MESSAGE("SKIPPED: cannot reserve ", n, " elements of ", dtype_name(dt), " (", e.what(), ")");
+    return std::nullopt;
+  }
+}
+}  // namespace
+
+TEST_CASE("offsets: views, copies, gathers and elementwise ops at 2^31 and 2^32 elements (CPU)") {
+  const auto big = sparse_cpu(k2to32 + 4096, DType::U8);
+  if (!big) return;
+  const Device cpu = Device::cpu();
+  const std::vector<size_t> starts{(size_t{1} << 31) - 1, size_t{1} << 31, k2to32 - 2, k2to32, k2to32 + 1000};
+  for (size_t start : starts) {
+    INFO("start ", start);
+    Tensor w = big->narrow(0, start, 3);
+    copy_into(w, vec<uint8_t>({11, 22, 33}, cpu));
+    CHECK(w.to_vec<uint8_t>() == std::vector<uint8_t>{11, 22, 33});
+    CHECK(add(w, vec<uint8_t>({1, 1, 1}, cpu)).to_vec<uint8_t>() == std::vector<uint8_t>{12, 23, 34});
+    CHECK(w.layout().start_offset() == start);
+  }
+  // rows of 64 bytes around both boundaries, gathered by index
+  Tensor rows = big->reshape({(k2to32 + 4096) / 64, 64});
+  const std::vector<int64_t> ids{(int64_t{1} << 25) - 1, int64_t{1} << 25, (int64_t{1} << 26) - 1, int64_t{1} << 26};
+  for (int64_t r : ids)
+    copy_into(rows.narrow(0, static_cast<size_t>(r), 1), Tensor::full({1, 64}, double(r % 251), DType::U8, cpu));
+  Tensor picked = index_select(rows, vec<int64_t>(ids, cpu), 0);
+  std::vector<uint8_t> want;
+  for (int64_t r : ids) want.insert(want.end(), 64, static_cast<uint8_t>(r % 251));
+  CHECK(picked.to_vec<uint8_t>() == want);
+  // a strided view whose last element sits past 2^32: stride 2^31 + 1
+  Tensor strided(big->storage(), Layout(Shape{3}, {(int64_t{1} << 31) + 1}, 5), DType::U8);
+  copy_into(strided, vec<uint8_t>({7, 8, 9}, cpu));
+  CHECK(big->narrow(0, 5 + 2 * ((size_t{1} << 31) + 1), 1).item() == 9);
+}
+
+TEST_CASE("offsets: paged attention reads blocks past 2^31 and 2^32 elements (CPU), forward and dq") {
+  // One interleaved cache (num_blocks, 2, page, hk, d) of bf16 with more than 2^32 elements;
+  // the sequences use blocks on both sides of element 2^31 and 2^32. The same blocks copied
+  // into a compact cache give the same outputs bit for bit.
+  const size_t page = 32, hk = 1, d = 64, per_block = 2 * page * hk * d;  // 4096 elements
+  const size_t num_blocks = k2to32 / per_block + 4;
+  const auto flat = sparse_cpu(num_blocks * per_block, DType::BF16);
+  if (!flat) return;
+  const Device cpu = Device::cpu();
+  Tensor cache = flat->reshape({num_blocks, 2, page, hk, d});
+  Tensor k = cache.narrow(1, 0, 1).squeeze(1), v = cache.narrow(1, 1, 1).squeeze(1);
+  const std::vector<int32_t> used{int32_t((size_t{1} << 31) / per_block) - 1, int32_t((size_t{1} << 31) / per_block),
+                                  int32_t(k2to32 / per_block) - 1, int32_t(k2to32 / per_block),
+                                  int32_t(num_blocks) - 1};
+  Tensor kc = randn({used.size(), page, hk, d}, DType::BF16, cpu, 31);
+  Tensor vc = randn({used.size(), page, hk, d}, DType::BF16, cpu, 32);
+  for (size_t i = 0; i < used.size(); ++i) {
+    copy_into(k.narrow(0, static_cast<size_t>(used[i]), 1), kc.narrow(0, i, 1));
+    copy_into(v.narrow(0, static_cast<size_t>(used[i]), 1), vc.narrow(0, i, 1));
+  }
+  CHECK(static_cast<size_t>(used.back()) * per_block > k2to32);
+  // two sequences: 70 keys over blocks used[0..2], 90 keys over used[3], used[4], used[1]
+  Tensor q = randn({7, 2, d}, DType::BF16, cpu, 33);
+  q.requires_grad(true);
+  Tensor cu_q = u32_tensor({0, 3, 7}, cpu), cu_k = u32_tensor({0, 70, 160}, cpu);
+  auto run = [&](const Tensor& kk, const Tensor& vv, std::vector<int32_t> table) {
+    Tensor bt = Tensor::from_vec(table, Shape{2, 3}, cpu);
+    FlashAttnVarLen op;
+    op.max_seqlen_q = 4, op.max_seqlen_k = 90, op.seqlens_q = cu_q, op.seqlens_k = cu_k;
+    op.block_table = bt, op.page_block_size = page, op.causal = true;
+    auto [out, lse] = op.forward_with_lse(q, kk, vv);
+    out.backward(Tensor::ones(out.shape(), out.dtype(), cpu));
+    Tensor dq = q.grad();
+    q.set_grad(Tensor());
+    return std::vector<Tensor>{out, lse, dq};
+  };
+  const auto far = run(k, v, {used[0], used[1], used[2], used[3], used[4], used[1]});
+  const auto near = run(kc, vc, {0, 1, 2, 3, 4, 1});
+  for (size_t i = 0; i < far.size(); ++i) {
+    INFO("output ", i);
+    CHECK(far[i].to_f64_vec() == near[i].to_f64_vec());
+  }
+  CHECK(all_finite(far[0].to_f64_vec()));
+}
+
 // ---- the CPU backward's memory ------------------------------------------------------------
 
 TEST_CASE("attention backward (CPU): memory is O(tokens) and k, v that need no gradient cost none") {
