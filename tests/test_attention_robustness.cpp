@@ -203,7 +203,7 @@ void check_nonfinite(const Path& path, Device dev, bool paged) {
 
 }  // namespace
 
-TEST_CASE("attention: NaN and inf propagate, rows that see no key keep 0 and -inf (reference; CUDA kernels)") {
+TEST_CASE("attention: NaN and inf propagate; rows that see no key keep 0 and -inf (reference and CUDA kernels)") {
   for (Device dev : test::test_devices()) {
     DEVICE_CONTEXT(dev);
     for (const Path& path : propagating_paths(dev))
@@ -217,7 +217,7 @@ TEST_CASE("attention: NaN and inf propagate on the CPU flash path" * doctest::ma
   for (bool paged : {false, true}) check_nonfinite(op_path(), Device::cpu(), paged);
 }
 
-TEST_CASE("attention: +inf in a key gives NaN where the reference does, and the reference's values elsewhere") {
+TEST_CASE("attention: +inf in a key gives NaN where the reference does and the reference's values elsewhere") {
   // +inf * q: a row whose q channel 0 is positive gets a +inf logit (NaN); a negative one a
   // -inf logit (that key weighs 0).
   for (Device dev : test::test_devices()) {
@@ -297,7 +297,7 @@ std::vector<Run> determinism_runs() {
 
 }  // namespace
 
-TEST_CASE("attention: two runs of the same inputs give the same bits (forward, every device)") {
+TEST_CASE("attention: two runs of the same inputs give the same bits (forward on every device)") {
   for (Device dev : test::test_devices()) {
     DEVICE_CONTEXT(dev);
     for (const Run& r : determinism_runs()) {
