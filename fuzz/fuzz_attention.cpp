@@ -1,10 +1,11 @@
 // The attention half of the fuzz target. The input picks an entry point (the eleven candle
-// functions or the two op structs), batched or varlen, paged or not, the dtype, head counts,
-// head size, sequence lengths, every option (causal, windows, softcap, ALiBi, mm-prefix
-// ranges, scale), the layout of every tensor (padded, permuted storage, broadcast, strided
-// last dim) and, now and then, breaks one thing (a shape, a dtype, a length, a table entry).
-// A call that runs must match attention_reference on its finite data; a backward, when an
-// input requires grad, must give gradients of the inputs' shapes.
+// functions, the two op structs, or forward_into), batched or varlen, paged or not, the
+// dtype, head counts, head size, sequence lengths, every option (causal, windows, softcap,
+// ALiBi, mm-prefix ranges, scale, strict checks), the layout of every tensor (padded,
+// permuted storage, broadcast, strided last dim) and, now and then, breaks one thing (a
+// shape, a dtype, a length, a table entry, an output). A call that runs must match
+// attention_reference on its finite data; a backward, when an input requires grad, must
+// give finite gradients of the inputs' shapes.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -153,6 +154,7 @@ struct Call {
   FlashAttn batched;
   FlashAttnVarLen op;
   int entry = 0;  // which public function runs it (see run())
+  bool bad_outputs = false;  // forward_into: outputs unlike the op's
 };
 
 // Fills the optional fields every entry point may set.
@@ -239,7 +241,9 @@ Call pick_call(FuzzedDataProvider& in) {
       op.page_block_size = now_and_then(in, 24) ? in.ConsumeIntegralInRange<size_t>(0, 70) : page;
     }
     pick_options(in, op, h, batch, max_k, true);
-    c.entry = in.ConsumeIntegralInRange<int>(0, 6);
+    op.strict_checks = in.ConsumeBool();  // the CPU checks on the host either way: same outcome
+    c.entry = in.ConsumeIntegralInRange<int>(0, 7);
+    c.bad_outputs = now_and_then(in);
   } else {
     pick_options(in, c.batched, h, batch, max_k, false);
     c.entry = in.ConsumeIntegralInRange<int>(0, 5);
@@ -343,6 +347,17 @@ Tensor run(Call& c) {
       return flash_attn_varlen_alibi_windowed_softcap(c.q, c.k, c.v, op.alibi_slopes ? &*op.alibi_slopes : nullptr,
                                                       op.seqlens_q, op.seqlens_k, mq, mk, scale, op.window_size_left,
                                                       op.window_size_right, softcap);
+    }
+    case 7: {
+      // forward_into: outputs the caller made, sometimes not what the op would make (W17)
+      Tensor out, lse;
+      const bool as_op = runs([&] {
+        out = Tensor::empty(c.q.shape(), c.q.dtype(), kCpu);
+        lse = Tensor::empty({c.q.rank() == 3 ? c.q.dim(1) : 0, c.q.rank() == 3 ? c.q.dim(0) : 0}, DType::F32, kCpu);
+      });
+      if (!as_op || c.bad_outputs) out = Tensor::empty({1}, DType::F32, kCpu);
+      op.forward_into(c.q, c.k, c.v, out, c.bad_outputs ? Tensor() : lse);
+      return out;
     }
     default: break;
   }
