@@ -22,7 +22,7 @@ command -v compute-sanitizer >/dev/null || { echo "compute-sanitizer not found (
 # The subsets (doctest test-case name filters).
 flash_small="flash kernels: sanitizer subset,flash kernels: decode*"
 attention="attention: random*,attention: NaN and inf propagate;*,attention: two runs*,attention: +inf*"
-memcheck_set="ops:*,$attention,attention backward*,attention: long*,$flash_small,flash kernels: paged*,gradcheck cuda*"
+memcheck_set="ops:*,sizes:*,integers:*,copy_into:*,autograd: *,$attention,attention backward*,attention: long*,$flash_small,flash kernels: paged*,gradcheck cuda*"
 racecheck_set="flash kernels: sanitizer subset,attention backward: paged*,ops: long rows*"
 initcheck_set="$flash_small,attention: random*,attention backward: paged*,ops: long rows*"
 synccheck_set="$flash_small,attention backward: paged*,ops: long rows*"
