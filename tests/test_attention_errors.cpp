@@ -303,25 +303,25 @@ std::vector<Entry> catalogue() {
                [](D d) { Varlen c(d); c.op.causal = true; c.op.window_size_right = 3; return c.raised(); },
                "flash-attn-varlen: causal is set together with window_size_right = 3; causal means window_size_right = 0, so set one or the other"});
   e.push_back({"W18", "{op}: {name} is an empty (default-constructed) tensor", false,
-               [](D d) { Varlen c(d); c.q = Tensor(); return c.run(); },
+               [](D d) { Varlen c(d); c.q = Tensor(); return c.raised(); },
                "flash-attn-varlen: q is an empty (default-constructed) tensor"});
   e.push_back({"W18", "{op}: {name} is an empty (default-constructed) tensor", false,
-               [](D d) { Varlen c(d); c.paged().op.block_table = Tensor(); return c.run(); },
+               [](D d) { Varlen c(d); c.paged().op.block_table = Tensor(); return c.raised(); },
                "flash-attn-varlen: block_table is an empty (default-constructed) tensor"});
   e.push_back({"W18", "{op}: {name} is an empty (default-constructed) tensor", false,
-               [](D d) { Varlen c(d); c.op.mm_prefix_ranges = Tensor(); return c.run(); },
+               [](D d) { Varlen c(d); c.op.mm_prefix_ranges = Tensor(); return c.raised(); },
                "flash-attn-varlen: mm_prefix_ranges is an empty (default-constructed) tensor"});
   e.push_back({"W18", "{op}: {name} is an empty (default-constructed) tensor", false,
-               [](D d) { Batched c(d); c.op.alibi_slopes = Tensor(); return c.run(); },
+               [](D d) { Batched c(d); c.op.alibi_slopes = Tensor(); return c.raised(); },
                "flash-attn: alibi_slopes is an empty (default-constructed) tensor"});
   e.push_back({"W18", "{op}: {name} is an empty (default-constructed) tensor", false,
-               [](D d) { Batched c(d); c.v = Tensor(); return c.run(); },
+               [](D d) { Batched c(d); c.v = Tensor(); return c.raised(); },
                "flash-attn: v is an empty (default-constructed) tensor"});
   e.push_back({"W19", "flash-attn-varlen: page_block_size is 0; paged k/v need blocks of a positive multiple of 32 rows", false,
                [](D d) {
                  Varlen c(d);
                  c.paged(0);  // k, v (5, 0, 2, 16): 0 is a multiple of 32 to candle
-                 return c.run();
+                 return c.raised();
                },
                "flash-attn-varlen: page_block_size is 0; paged k/v need blocks of a positive multiple of 32 rows"});
   e.push_back({"W03", "{op}: {what} {value} does not fit in 32 bits (the kernels index sequences and heads with int)", false,
@@ -333,7 +333,7 @@ std::vector<Entry> catalogue() {
                  const Shape big{5, size_t{1} << 32, 2, 16};
                  c.k = c.k.narrow(1, 0, 1).broadcast_as(big), c.v = c.v.narrow(1, 0, 1).broadcast_as(big);
                  c.op.page_block_size = size_t{1} << 32;
-                 return c.run();
+                 return c.raised();
                },
                "flash-attn-varlen: page_block_size 4294967296 does not fit in 32 bits (the kernels index sequences and heads "
                "with int)"});

@@ -281,7 +281,7 @@ std::vector<Entry> tensor_entries() {
   e.push_back({"L12", "{op}: {what} is an empty (default-constructed) tensor", Where::Devices,
                [](D d) {
                  PagedKvCache cache(2, 32, 1, 8, DType::BF16, d);
-                 return error_of([&] { cache.append(1, Tensor(), Tensor()); });
+                 return raised_by([&] { cache.append(1, Tensor(), Tensor()); });
                },
                "PagedKvCache::append: k_new is an empty (default-constructed) tensor"});
   // candle's generic helpers, catalogued with the attention entries, raised here too.
@@ -705,7 +705,7 @@ std::vector<Entry> autograd_entries() {
                  Tensor w = Tensor::from_vec(std::vector<double>{1, 2, 3}, Shape{3}, d);
                  Tensor y = mul(x, w);
                  copy_into(w, Tensor::zeros({3}, DType::F64, d));
-                 return error_of([&] { y.backward(Tensor::ones({3}, DType::F64, d)); });
+                 return raised_by([&] { y.backward(Tensor::ones({3}, DType::F64, d)); });
                },
                "backward of 'mul': a tensor it saved ([3] F64) was modified in place after the forward (its storage is at "
                "version 2, the forward saw version 1); modify a copy, or run the forward again after the change"});
