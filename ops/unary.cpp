@@ -151,7 +151,7 @@ Tensor gelu_erf(const Tensor& x) {
   Tensor xd = x.detach();
   return autograd::record(out, "gelu_erf", {x}, [xd](const Tensor& g) {
     return Grads{mul(g, unary_fwd("gelu_erf", UnaryOp::GeluErfGrad, xd))};
-  });
+  }, {xd});
 }
 
 Tensor sin(const Tensor& x) {
@@ -159,15 +159,16 @@ Tensor sin(const Tensor& x) {
   if (!autograd::should_record(x)) return out;
   Tensor xd = x.detach();
   return autograd::record(out, "sin", {x},
-                          [xd](const Tensor& g) { return Grads{mul(g, unary_fwd("sin", UnaryOp::Cos, xd))}; });
+                          [xd](const Tensor& g) { return Grads{mul(g, unary_fwd("sin", UnaryOp::Cos, xd))}; }, {xd});
 }
 
 Tensor cos(const Tensor& x) {
   Tensor out = unary_fwd("cos", UnaryOp::Cos, x);
   if (!autograd::should_record(x)) return out;
   Tensor xd = x.detach();
-  return autograd::record(out, "cos", {x},
-                          [xd](const Tensor& g) { return Grads{neg(mul(g, unary_fwd("cos", UnaryOp::Sin, xd)))}; });
+  return autograd::record(
+      out, "cos", {x}, [xd](const Tensor& g) { return Grads{neg(mul(g, unary_fwd("cos", UnaryOp::Sin, xd)))}; },
+      {xd});
 }
 
 Tensor abs(const Tensor& x) {
@@ -175,7 +176,7 @@ Tensor abs(const Tensor& x) {
   if (!autograd::should_record(x)) return out;
   Tensor xd = x.detach();
   return autograd::record(out, "abs", {x},
-                          [xd](const Tensor& g) { return Grads{mul(g, unary_fwd("abs", UnaryOp::Sign, xd))}; });
+                          [xd](const Tensor& g) { return Grads{mul(g, unary_fwd("abs", UnaryOp::Sign, xd))}; }, {xd});
 }
 
 namespace {
@@ -216,7 +217,7 @@ Tensor clamp(const Tensor& x, double lo, double hi) {
   Tensor xd = x.detach();
   return autograd::record(out, "clamp", {x}, [xd, lo, hi](const Tensor& g) {
     return Grads{mul(g, unary_fwd("clamp", UnaryOp::InRange, xd, lo, hi))};
-  });
+  }, {xd});
 }
 
 Tensor operator-(const Tensor& a) { return neg(a); }

@@ -162,6 +162,10 @@ TEST_CASE("integers: add, sub and mul wrap modulo 2^bits on every device") {
     CHECK(sum_all(vec<uint8_t>({200, 100, 1}, dev)).item() == 45);
     CHECK(sum(vec<int16_t>({32767, 32767, 2, 0}, dev).reshape({2, 2}), {1}).to_vec<int16_t>() ==
           std::vector<int16_t>{-2, 2});
+    // and so do running sums
+    CHECK(cumsum(vec<int64_t>({L64::max(), 1, 1}, dev), 0).to_vec<int64_t>() ==
+          std::vector<int64_t>{L64::max(), L64::min(), L64::min() + 1});
+    CHECK(cumsum(vec<uint8_t>({250, 10}, dev), 0).to_vec<uint8_t>() == std::vector<uint8_t>{250, 4});
   }
 }
 
@@ -309,6 +313,13 @@ TEST_CASE("autograd: a tensor a backward rule saved and that was written after t
       w.set_grad(Tensor());
       sum_all(mul(w, x)).backward();
       CHECK(w.grad().to_vec<float>() == std::vector<float>{3, 4});
+    }
+    {  // gather saves its index: rewriting it would scatter the gradient to other rows
+      Tensor x = leaf({1, 2, 3});
+      Tensor idx = vec<int64_t>({2, 0}, dev);
+      Tensor y = gather(x, 0, idx);
+      copy_into(idx, vec<int64_t>({1, 1}, dev));
+      CHECK(code_of([&] { y.backward(seed); }) == "G29");
     }
     {  // flash attention saves q, k, v, out, lse and its index tensors
       Tensor q = randn({4, 2, 16}, DType::BF16, dev, 11), k = randn({4, 1, 16}, DType::BF16, dev, 12),
