@@ -65,10 +65,14 @@ std::vector<Tensor> CustomOp::apply(const std::vector<Tensor>& inputs) const {
   for (const Tensor& t : outputs) saved_outputs.push_back(t.defined() ? t.detach() : t);
   // The closure holds detached copies only: the node's own inputs carry the graph, and
   // capturing output 0 itself would make it own its own node.
+  // The rule may read any input or output: all are saved (their versions checked, G29).
+  std::vector<Tensor> saved = detached;
+  saved.insert(saved.end(), saved_outputs.begin(), saved_outputs.end());
   outputs[0] = record(outputs[0], name, inputs,
                       [rule = backward, detached, saved_outputs](const Tensor& grad_out) {
                         return rule(detached, saved_outputs, grad_out);
-                      });
+                      },
+                      saved);
   return outputs;
 }
 

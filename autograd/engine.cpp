@@ -62,7 +62,21 @@ void check_input_grads(const Node& node, const std::vector<Tensor>& grads) {
   }
 }
 
+// G29: a tensor the rule reads was written after the forward saved it (its storage's
+// version moved), so the rule would compute the gradient of other values.
+void check_saved_versions(const Node& node) {
+  for (const SavedVersion& s : node.saved) {
+    const uint64_t now = s.storage->version();
+    if (now != s.version)
+      throw Error("G29", "backward of '" + node.name + "': a tensor it saved (" + to_string(s.shape) + " " +
+                             dtype_name(s.dtype) + ") was modified in place after the forward (its storage is at "
+                             "version " + std::to_string(now) + ", the forward saw version " +
+                             std::to_string(s.version) + "); modify a copy, or run the forward again after the change");
+  }
+}
+
 void release(Node& node) {
+  node.saved.clear();
   node.inputs.clear();
   node.backward = nullptr;
   node.released = true;
@@ -102,6 +116,7 @@ GradStore grad(const Tensor& root, const Tensor& seed, const BackwardOptions& op
     Tensor g = options.keep_intermediate ? store.get(t) : store.take(t.id());
     if (!g.defined()) continue;  // every path from the root here had no gradient
     if (!node->backward) throw Error("G07", "backward of '" + node->name + "': the node has no backward rule");
+    check_saved_versions(*node);
     std::vector<Tensor> input_grads = node->backward(g);
     check_input_grads(*node, input_grads);
     for (size_t i = 0; i < input_grads.size(); ++i) {

@@ -6,19 +6,27 @@
 
 #include "kernels/binary.h"
 #include "kernels/common.h"
+#include "tensor/convert.h"  // wrapping_add/sub/mul
 
 namespace wick::kernels {
 
-// op(a, b). Integer division by zero yields 0 here because a kernel cannot throw; the CPU
-// path raises "div: integer division by zero" before calling (ops.h states both). A signed
+// op(a, b). Integer add, sub and mul wrap modulo 2^bits (tensor/convert.h): signed overflow
+// is undefined in C++. Integer division by zero yields 0 here because a kernel cannot throw;
+// the CPU path raises "div: integer division by zero" before calling (ops.h states both). A signed
 // MIN / -1 overflows (x86 traps with SIGFPE), so dividing by -1 is a wrapping negation.
 // Max/Min return lhs on ties and whenever either side is NaN (the comparison is false).
 template <class C>
 WICK_HOST_DEVICE C apply_binary(BinaryOp op, C a, C b) {
   switch (op) {
-    case BinaryOp::Add: return a + b;
-    case BinaryOp::Sub: return a - b;
-    case BinaryOp::Mul: return a * b;
+    case BinaryOp::Add:
+      if constexpr (std::is_integral_v<C>) return wrapping_add(a, b);
+      else return a + b;
+    case BinaryOp::Sub:
+      if constexpr (std::is_integral_v<C>) return wrapping_sub(a, b);
+      else return a - b;
+    case BinaryOp::Mul:
+      if constexpr (std::is_integral_v<C>) return wrapping_mul(a, b);
+      else return a * b;
     case BinaryOp::Div:
       if constexpr (std::is_integral_v<C>) {
         if (b == C(0)) return C(0);

@@ -3,6 +3,7 @@
 //   cast:         dst[i] = convert(src[view_offset(sv, i)])          (runtime type switch both sides)
 #include "kernels/copy.h"
 #include "kernels/device_utils.h"
+#include "tensor/convert.h"  // saturating_cast: float -> integer as on the CPU
 
 namespace wick::kernels {
 
@@ -54,11 +55,11 @@ __device__ void store_f64(void* p, ElemType t, int64_t o, double v) {
     case ElemType::F16: static_cast<__half*>(p)[o] = __double2half(v); break;
     case ElemType::F32: static_cast<float*>(p)[o] = static_cast<float>(v); break;
     case ElemType::F64: static_cast<double*>(p)[o] = v; break;
-    case ElemType::U8: static_cast<uint8_t*>(p)[o] = static_cast<uint8_t>(v); break;
-    case ElemType::U32: static_cast<uint32_t*>(p)[o] = static_cast<uint32_t>(v); break;
-    case ElemType::I16: static_cast<int16_t*>(p)[o] = static_cast<int16_t>(v); break;
-    case ElemType::I32: static_cast<int32_t*>(p)[o] = static_cast<int32_t>(v); break;
-    default: static_cast<int64_t*>(p)[o] = static_cast<int64_t>(v); break;
+    case ElemType::U8: static_cast<uint8_t*>(p)[o] = saturating_cast<uint8_t>(v); break;
+    case ElemType::U32: static_cast<uint32_t*>(p)[o] = saturating_cast<uint32_t>(v); break;
+    case ElemType::I16: static_cast<int16_t*>(p)[o] = saturating_cast<int16_t>(v); break;
+    case ElemType::I32: static_cast<int32_t*>(p)[o] = saturating_cast<int32_t>(v); break;
+    default: static_cast<int64_t*>(p)[o] = saturating_cast<int64_t>(v); break;
   }
 }
 

@@ -1,6 +1,6 @@
 // Index map: block r reduces row r of a contiguous (rows, cols) x: x[r * cols + c], c in
 // [0, cols), threads striding over c, then a block-wide combine. Mirrors ops/reduce.cpp's
-// cpu_reduce_rows (sums accumulate in f64 for floats on CPU, f32/f64 here; ints in int64).
+// cpu_reduce_rows (sums accumulate in f64 for floats on CPU, f32/f64 here; ints in uint64, wrapping).
 #include <type_traits>
 
 #include "kernels/device_utils.h"
@@ -12,7 +12,8 @@ namespace {
 
 template <class T>
 __global__ void sum_rows_kernel(const T* x, int64_t cols, T* out) {
-  using A = std::conditional_t<std::is_integral_v<T>, long long, acc_t<T>>;
+  // integers sum in unsigned 64 bits: wrapping, as the CPU's (a signed sum could overflow)
+  using A = std::conditional_t<std::is_integral_v<T>, unsigned long long, acc_t<T>>;
   const T* row = x + blockIdx.x * cols;
   A s = 0;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) s += static_cast<A>(load(row[c]));

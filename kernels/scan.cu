@@ -11,7 +11,7 @@ namespace {
 
 template <class T>
 __global__ void cumsum_kernel(const T* x, T* out, int64_t outer, int64_t n, int64_t inner, bool reverse) {
-  using A = std::conditional_t<std::is_integral_v<T>, long long, acc_t<T>>;
+  using A = std::conditional_t<std::is_integral_v<T>, unsigned long long, acc_t<T>>;  // integers wrap
   for (int64_t line = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; line < outer * inner;
        line += int64_t(gridDim.x) * blockDim.x) {
     const int64_t o = line / inner, i = line % inner;

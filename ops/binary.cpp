@@ -83,7 +83,7 @@ Tensor extremum(const char* name, BinaryOp op, Tensor (*lhs_wins)(const Tensor&,
     Tensor z = zeros_like(g);
     Tensor take_a = lhs_wins(ad, bd);
     return Grads{sum_to(where(take_a, g, z), ad.shape()), sum_to(where(take_a, z, g), bd.shape())};
-  });
+  }, {ad, bd});
 }
 
 }  // namespace
@@ -112,7 +112,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor ad = a.detach(), bd = b.detach();
   return autograd::record(out, "mul", {a, b}, [ad, bd](const Tensor& g) {
     return Grads{sum_to(mul(g, bd), ad.shape()), sum_to(mul(g, ad), bd.shape())};
-  });
+  }, {ad, bd});
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
@@ -122,7 +122,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return autograd::record(out, "div", {a, b}, [ad, bd](const Tensor& g) {
     Tensor ga = div(g, bd);
     return Grads{sum_to(ga, ad.shape()), sum_to(neg(div(mul(ga, ad), bd)), bd.shape())};
-  });
+  }, {ad, bd});
 }
 
 Tensor maximum(const Tensor& a, const Tensor& b) { return extremum("maximum", BinaryOp::Max, ge, a, b); }
@@ -173,7 +173,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return autograd::record(out, "where", {cond, a, b}, [cd, sa, sb](const Tensor& g) {
     Tensor z = zeros_like(g);
     return Grads{Tensor(), sum_to(where(cd, g, z), sa), sum_to(where(cd, z, g), sb)};
-  });
+  }, {cd});
 }
 
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {

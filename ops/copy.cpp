@@ -3,6 +3,7 @@
 // move moves it back.
 #include "kernels/copy.h"
 #include "ops/op_util.h"
+#include "tensor/convert.h"
 
 namespace wick {
 
@@ -23,11 +24,13 @@ void cpu_copy(const Tensor& dst, const Tensor& src) {
                       [&](size_t, const std::array<size_t, 2>& o) { d[o[0]] = s[o[1]]; });
 }
 
+// One element of a cast: integer -> integer wraps, float -> integer saturates (NaN -> 0),
+// both as tensor/convert.h defines them; the CUDA cast kernel does the same.
 template <class D, class S>
 D convert(S s) {
   if constexpr (std::is_integral_v<D> && std::is_integral_v<S>) return static_cast<D>(s);
   else if constexpr (std::is_integral_v<S>) return static_cast<D>(static_cast<double>(s));
-  else if constexpr (std::is_integral_v<D>) return static_cast<D>(static_cast<double>(s));
+  else if constexpr (std::is_integral_v<D>) return saturating_cast<D>(static_cast<double>(s));
   else if constexpr (std::is_same_v<S, double> || std::is_same_v<D, double>)
     return static_cast<D>(static_cast<double>(s));
   else return static_cast<D>(static_cast<float>(s));  // float, f16, bf16 among themselves
@@ -50,6 +53,7 @@ void cpu_cast(const Tensor& src, const Tensor& out) {
 void copy_into(const Tensor& dst, const Tensor& src) {
   check_pair("copy_into", dst, src, "dst", "src");
   if (!(dst.shape() == src.shape())) throw_shape_mismatch("copy_into", dst.shape(), src.shape());
+  if (src.elem_count() == 0) return;  // nothing to write (an empty shape's strides may be 0)
   // A stride-0 dim of size > 1 (a broadcast view) maps several elements to one storage
   // element: the writes would collide and all but one value would be lost.
   for (size_t d = 0; d < dst.rank(); ++d)
@@ -58,7 +62,20 @@ void copy_into(const Tensor& dst, const Tensor& src) {
                   ") is a broadcast view: dim " + std::to_string(d) +
                   " has stride 0, so several elements would be written to one place");
   const size_t es = dtype_size(src.dtype());
-  if (src.elem_count() == 0) return;
+  dst.storage()->bump_version();  // dst's storage changes: backward rules that saved it must know (G29)
+  if (dst.same_storage(src)) {
+    if (dst.layout() == src.layout()) return;  // a copy onto itself changes nothing
+    // Ranges of one storage that intersect: reading src while dst is written would see
+    // values already overwritten (and memcpy on overlapping bytes is undefined). Copy src
+    // aside first, then from there.
+    const Layout &ld = dst.layout(), &ls = src.layout();
+    if (ld.start_offset() < ls.max_offset_exclusive() && ls.start_offset() < ld.max_offset_exclusive()) {
+      Tensor aside = Tensor::empty(src.shape(), src.dtype(), src.device());
+      copy_into(aside, src.detach());
+      copy_into(dst, aside);
+      return;
+    }
+  }
   if (src.device().is_cpu()) {
     // Every dtype has 1, 2, 4 or 8 bytes, so the visit always finds its size.
     kernels::visit_elem_bytes(es, [&](auto zero) { cpu_copy<decltype(zero)>(dst, src); });

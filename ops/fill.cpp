@@ -1,34 +1,36 @@
-// Tensor::full and Tensor::ones: every element set to one value, converted to the dtype on
-// the host (static_cast from double, the same rounding as from_vec). On the CPU a host
-// buffer is copied in; on a GPU one element is converted and kernels::fill writes the rest,
-// so there is no host buffer of the tensor's size and no synchronous copy (ones() seeds
-// every backward()).
+// Tensor::full and Tensor::ones: every element set to one value, converted to the dtype once
+// on the host: rounded for a float dtype, saturated to an integer dtype's range with NaN -> 0
+// (tensor/convert.h, as casts do). On the CPU the element is written in place; on a GPU
+// kernels::fill writes it, so there is no host buffer of the tensor's size and no
+// synchronous copy (ones() seeds every backward()).
+#include <algorithm>
+#include <type_traits>
+
 #ifdef WICK_WITH_CUDA
 #include "kernels/fill.h"
 #endif
 #include "ops/op_util.h"
+#include "tensor/convert.h"
 
 namespace wick {
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
-#ifdef WICK_WITH_CUDA
-  if (device.is_cuda()) {
-    Tensor t = empty(shape, dtype, device);
-    unsigned char elem[8] = {};
-    visit_dtype(dtype, [&](auto zero) {
-      const auto v = static_cast<decltype(zero)>(value);
-      std::memcpy(elem, &v, sizeof v);
-    });
-    set_current_device(device);
-    kernels::fill(dtype_size(dtype), t.data_ptr(), elem, static_cast<int64_t>(shape.elem_count()));
-    return t;
-  }
-#endif
-  return visit_dtype(dtype, [&](auto zero) {
+  Tensor t = empty(shape, dtype, device);
+  visit_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
-    const std::vector<T> host(shape.elem_count(), static_cast<T>(value));
-    return from_bytes(host.data(), shape, dtype, device);
+    T elem;
+    if constexpr (std::is_integral_v<T>) elem = saturating_cast<T>(value);
+    else elem = static_cast<T>(value);
+    if (device.is_cpu()) {
+      std::fill_n(static_cast<T*>(t.data_ptr()), shape.elem_count(), elem);
+      return;
+    }
+#ifdef WICK_WITH_CUDA
+    set_current_device(device);
+    kernels::fill(sizeof(T), t.data_ptr(), &elem, static_cast<int64_t>(shape.elem_count()));
+#endif
   });
+  return t;
 }
 
 Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }

@@ -145,7 +145,7 @@ Tensor gather_checked(const Tensor& x, size_t dim, const Tensor& idx) {
   const DType dt = x.dtype();
   return autograd::record(out, "gather", {x}, [xs, dt, dim, idx](const Tensor& g) {
     return Grads{scatter_into_zeros(xs, dt, dim, idx, g)};
-  });
+  }, {idx});
 }
 
 }  // namespace ops_detail
@@ -179,7 +179,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim_arg, const Tensor& index, const 
   const Shape ss = src.shape();
   return autograd::record(out, "scatter_add", {x, index, src}, [dim, idx, ss](const Tensor& g) {
     return Grads{g, Tensor(), gather_padded(g, dim, idx, ss)};
-  });
+  }, {idx});
 }
 
 Tensor one_hot(const Tensor& indices, size_t num_classes, DType dtype) {

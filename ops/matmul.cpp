@@ -195,7 +195,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Tensor ad = a.detach(), bd = b.detach();
   return autograd::record(out, "matmul", {a, b}, [ad, bd](const Tensor& g) {
     return Grads{sum_to(matmul(g, bd.t()), ad.shape()), sum_to(matmul(ad.t(), g), bd.shape())};
-  });
+  }, {ad, bd});
 }
 
 }  // namespace wick

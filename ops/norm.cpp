@@ -106,7 +106,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
     Tensor gw = mul(g, wd);
     Tensor dx = sub(mul(gw, r), mul(xd, mul(powf(r, 3.0), mean(mul(gw, xd), {last}, true))));
     return Grads{dx, sum_rows(mul(g, mul(xd, r)))};
-  });
+  }, {xd, wd});
 }
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
@@ -124,7 +124,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
     Tensor gw = mul(g, wd);
     Tensor dx = mul(r, sub(sub(gw, mean(gw, {last}, true)), mul(xh, mean(mul(gw, xh), {last}, true))));
     return Grads{dx, sum_rows(mul(g, xh)), sum_rows(g)};
-  });
+  }, {xd, wd});
 }
 
 }  // namespace wick

@@ -51,7 +51,9 @@ Tensor clamp(const Tensor& x, double lo, double hi);
 // ---- elementwise binary, numpy broadcasting ---------------------------------------------
 // lhs and rhs broadcast to a common shape (dims aligned from the right; each pair equal or
 // one of them 1), else "shape mismatch in add, lhs: [2, 3], rhs: [4]". Same dtype required.
-// Arithmetic: every dtype on CPU and CUDA. Integer division truncates toward zero; division by
+// Arithmetic: every dtype on CPU and CUDA. Integer add, sub and mul wrap modulo 2^bits of the
+// dtype (two's complement, as Rust's wrapping_* and PyTorch's integer tensors); never
+// undefined. Integer division truncates toward zero; division by
 // zero raises "div: integer division by zero" on CPU and yields 0 on CUDA (kernels cannot throw);
 // a signed MIN / -1 wraps to MIN on both.
 Tensor add(const Tensor& lhs, const Tensor& rhs);
@@ -93,22 +95,29 @@ Tensor operator/(double s, const Tensor& a);
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 
 // ---- copies and casts -------------------------------------------------------------------
-// Converts every element to `dtype` (round to nearest for floats, truncation toward zero for
-// float -> int; i64 <-> float goes through f64). Same as x.to_dtype(dtype). A float outside
-// the target integer type's range converts to an unspecified value.
+// Converts every element to `dtype`, the same on every device (tensor/convert.h):
+//   float -> float: round to nearest;  int -> float: nearest (i64 goes through f64)
+//   float -> int: truncation toward zero, saturating at the type's min and max, NaN -> 0
+//   int -> int: wraps modulo 2^bits of the target (I64 -1 -> U8 255)
+// Same as x.to_dtype(dtype). Differentiable only to a float dtype: an integer result has no
+// graph (as in PyTorch), so gradients never flow through a cast to an integer type.
 Tensor cast(const Tensor& x, DType dtype);
 // Writes src's elements (logical order) into dst's layout in place. dst may be any
-// non-overlapping view (narrow, transpose, ...); shapes, dtypes and devices must match. A
-// broadcast dst (a stride-0 dim of size > 1) is an error; other self-overlapping layouts
-// (e.g. shape [3, 2] with stride [1, 1]) are not detected: their result is unspecified.
-// Not recorded by autograd. Used by cat and by the narrow backward rule.
+// non-overlapping view (narrow, transpose, ...); shapes, dtypes and devices must match. src
+// may overlap dst (two views of one storage): it is then copied aside first, so dst gets
+// src's values as they were before the call. A broadcast dst (a stride-0 dim of size > 1) is
+// an error; other self-overlapping dst layouts (e.g. shape [3, 2] with stride [1, 1]) are not
+// detected: their result is unspecified. Not recorded by autograd, but it counts as a
+// modification of dst's storage: a backward that saved a tensor of that storage before the
+// call raises G29 instead of computing a wrong gradient. Used by cat and the narrow backward.
 void copy_into(const Tensor& dst, const Tensor& src);
 
 // ---- reductions ---------------------------------------------------------------------------
 // Reduce x over `dims` (each in [-rank, rank), no repeats): sum(x, {0, -1}), sum(x, 1).
 // keepdim keeps them as size-1 dims, else they are removed (all dims removed -> a rank-0
 // tensor). Empty `dims` reduces nothing (a copy). sum/max/min: every dtype (integer sums wrap
-// in the input dtype); mean: float dtypes. max/min over an empty dim is an error.
+// modulo 2^bits of the input dtype, on every device); mean: float dtypes. max/min over an
+// empty dim is an error.
 Tensor sum(const Tensor& x, const DimList& dims, bool keepdim = false);
 Tensor mean(const Tensor& x, const DimList& dims, bool keepdim = false);
 Tensor max(const Tensor& x, const DimList& dims, bool keepdim = false);

@@ -39,7 +39,9 @@ Tensor expand_back(const Tensor& g, const Shape& x_shape, const std::vector<size
 template <class T>
 void cpu_reduce_rows(ReduceOp op, const T* x, size_t rows, size_t cols, void* out) {
   using C = compute_t<T>;
-  using Acc = std::conditional_t<is_float_v<T>, double, int64_t>;  // sums only
+  // Sums: f64 for floats; for integers uint64_t, which wraps (defined) where a signed sum
+  // would overflow, and then reduces modulo 2^bits of T: the integer sum wraps in T.
+  using Acc = std::conditional_t<is_float_v<T>, double, uint64_t>;
   for (size_t r = 0; r < rows; ++r) {
     const T* row = x + r * cols;
     if (op == ReduceOp::Sum) {
@@ -102,7 +104,7 @@ Tensor extreme(const char* name, ReduceOp op, const Tensor& x, const DimList& di
     Tensor hit = eq(xd, expand_back(yd, xd.shape(), rd, keepdim));
     Tensor z = Tensor::zeros(xd.shape(), g.dtype(), g.device());
     return Grads{where(hit, expand_back(g, xd.shape(), rd, keepdim), z)};
-  });
+  }, {xd, yd});
 }
 
 std::vector<size_t> all_dims(const Tensor& x) {

@@ -93,7 +93,7 @@ Tensor rope(const Tensor& x, const Tensor& positions, double base, RopeStyle sty
     kernels::RopeParams inv = p;
     inv.inverse = true;
     return Grads{rope_fwd(g, pos, inv), Tensor()};
-  });
+  }, {pos});
 }
 
 Tensor varlen_positions(const Tensor& cu_seqlens, const std::optional<Tensor>& cu_seqlens_k) {

@@ -1,6 +1,7 @@
 // cumsum: running sums along one dim. Both devices see x as a contiguous (outer, n, inner)
 // block and walk each line (o, i) in order, accumulating in f32 for f16/bf16, the type
-// itself for f32/f64, int64 for integers (the sum wraps to the type on store).
+// itself for f32/f64, uint64 for integers (wrapping, never a signed overflow; the sum wraps
+// to the type on store).
 // Backward rule:
 //   cumsum: dx = reversed cumsum of g (dx[j] = sum over j' >= j of g[j'])
 #include <type_traits>
@@ -18,7 +19,7 @@ using Grads = std::vector<Tensor>;
 
 template <class T>
 void cpu_cumsum(const T* x, T* out, size_t outer, size_t n, size_t inner, bool reverse) {
-  using A = std::conditional_t<std::is_integral_v<T>, int64_t, compute_t<T>>;
+  using A = std::conditional_t<std::is_integral_v<T>, uint64_t, compute_t<T>>;
   for (size_t o = 0; o < outer; ++o)
     for (size_t i = 0; i < inner; ++i) {
       const size_t base = o * n * inner + i;

@@ -181,7 +181,7 @@ Tensor select_rows(const char* name, const Tensor& x, const Tensor& indices, int
     Tensor gc = cast(g, acc).contiguous();
     index_add(dx, idx, gc, split_at(xs, dim));
     return Grads{cast(dx, dt), Tensor()};
-  });
+  }, {idx});
 }
 
 }  // namespace

@@ -70,7 +70,7 @@ Tensor softmax_last(const Tensor& x) {
   return autograd::record(out, "softmax", {x}, [s](const Tensor& g) {
     const size_t last = s.rank() - 1;
     return Grads{mul(s, sub(g, sum(mul(g, s), {last}, true)))};
-  });
+  }, {s});
 }
 
 Tensor log_softmax_last(const Tensor& x) {
@@ -80,7 +80,7 @@ Tensor log_softmax_last(const Tensor& x) {
   return autograd::record(out, "log_softmax", {x}, [y](const Tensor& g) {
     const size_t last = y.rank() - 1;
     return Grads{sub(g, mul(exp(y), sum(g, {last}, true)))};
-  });
+  }, {y});
 }
 
 // The checks of softmax_fwd first (so a scalar reports O10, not a dim error), then the dim.

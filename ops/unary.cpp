@@ -64,23 +64,23 @@ Tensor exp(const Tensor& x) {
   Tensor out = unary_fwd("exp", UnaryOp::Exp, x);
   if (!autograd::should_record(x)) return out;
   Tensor y = out.detach();
-  return autograd::record(out, "exp", {x}, [y](const Tensor& g) { return Grads{mul(g, y)}; });
+  return autograd::record(out, "exp", {x}, [y](const Tensor& g) { return Grads{mul(g, y)}; }, {y});
 }
 
 Tensor log(const Tensor& x) {
   Tensor out = unary_fwd("log", UnaryOp::Log, x);
   if (!autograd::should_record(x)) return out;
   Tensor xd = x.detach();
-  return autograd::record(out, "log", {x},
-                          [xd](const Tensor& g) { return Grads{div(g, xd)}; });
+  return autograd::record(out, "log", {x}, [xd](const Tensor& g) { return Grads{div(g, xd)}; }, {xd});
 }
 
 Tensor sqrt(const Tensor& x) {
   Tensor out = unary_fwd("sqrt", UnaryOp::Sqrt, x);
   if (!autograd::should_record(x)) return out;
   Tensor y = out.detach();
-  return autograd::record(out, "sqrt", {x},
-                          [y](const Tensor& g) { return Grads{div(g, mul_scalar(y, 2.0))}; });
+  return autograd::record(out, "sqrt", {x}, [y](const Tensor& g) {
+    return Grads{div(g, mul_scalar(y, 2.0))};
+  }, {y});
 }
 
 Tensor tanh(const Tensor& x) {
@@ -89,7 +89,7 @@ Tensor tanh(const Tensor& x) {
   Tensor y = out.detach();
   return autograd::record(out, "tanh", {x}, [y](const Tensor& g) {
     return Grads{mul(g, affine(mul(y, y), -1.0, 1.0))};
-  });
+  }, {y});
 }
 
 Tensor relu(const Tensor& x) {
@@ -98,7 +98,7 @@ Tensor relu(const Tensor& x) {
   Tensor xd = x.detach();
   return autograd::record(out, "relu", {x}, [xd](const Tensor& g) {
     return Grads{mul(g, unary_fwd("relu", UnaryOp::Step, xd))};
-  });
+  }, {xd});
 }
 
 Tensor gelu(const Tensor& x) {
@@ -107,7 +107,7 @@ Tensor gelu(const Tensor& x) {
   Tensor xd = x.detach();
   return autograd::record(out, "gelu", {x}, [xd](const Tensor& g) {
     return Grads{mul(g, unary_fwd("gelu", UnaryOp::GeluGrad, xd))};
-  });
+  }, {xd});
 }
 
 Tensor silu(const Tensor& x) {
@@ -116,7 +116,7 @@ Tensor silu(const Tensor& x) {
   Tensor xd = x.detach();
   return autograd::record(out, "silu", {x}, [xd](const Tensor& g) {
     return Grads{mul(g, unary_fwd("silu", UnaryOp::SiluGrad, xd))};
-  });
+  }, {xd});
 }
 
 Tensor sigmoid(const Tensor& x) {
@@ -125,7 +125,7 @@ Tensor sigmoid(const Tensor& x) {
   Tensor y = out.detach();
   return autograd::record(out, "sigmoid", {x}, [y](const Tensor& g) {
     return Grads{mul(g, mul(y, affine(y, -1.0, 1.0)))};
-  });
+  }, {y});
 }
 
 Tensor affine(const Tensor& x, double mul_by, double add_to) {
@@ -142,7 +142,7 @@ Tensor powf(const Tensor& x, double e) {
   Tensor xd = x.detach();
   return autograd::record(out, "powf", {x}, [xd, e](const Tensor& g) {
     return Grads{mul(g, mul_scalar(unary_fwd("powf", UnaryOp::Powf, xd, e - 1.0), e))};
-  });
+  }, {xd});
 }
 
 Tensor gelu_erf(const Tensor& x) {
@@ -151,7 +151,7 @@ Tensor gelu_erf(const Tensor& x) {
   Tensor xd = x.detach();
   return autograd::record(out, "gelu_erf", {x}, [xd](const Tensor& g) {
     return Grads{mul(g, unary_fwd("gelu_erf", UnaryOp::GeluErfGrad, xd))};
-  });
+  }, {xd});
 }
 
 Tensor sin(const Tensor& x) {
@@ -159,15 +159,16 @@ Tensor sin(const Tensor& x) {
   if (!autograd::should_record(x)) return out;
   Tensor xd = x.detach();
   return autograd::record(out, "sin", {x},
-                          [xd](const Tensor& g) { return Grads{mul(g, unary_fwd("sin", UnaryOp::Cos, xd))}; });
+                          [xd](const Tensor& g) { return Grads{mul(g, unary_fwd("sin", UnaryOp::Cos, xd))}; }, {xd});
 }
 
 Tensor cos(const Tensor& x) {
   Tensor out = unary_fwd("cos", UnaryOp::Cos, x);
   if (!autograd::should_record(x)) return out;
   Tensor xd = x.detach();
-  return autograd::record(out, "cos", {x},
-                          [xd](const Tensor& g) { return Grads{neg(mul(g, unary_fwd("cos", UnaryOp::Sin, xd)))}; });
+  return autograd::record(
+      out, "cos", {x}, [xd](const Tensor& g) { return Grads{neg(mul(g, unary_fwd("cos", UnaryOp::Sin, xd)))}; },
+      {xd});
 }
 
 Tensor abs(const Tensor& x) {
@@ -175,7 +176,7 @@ Tensor abs(const Tensor& x) {
   if (!autograd::should_record(x)) return out;
   Tensor xd = x.detach();
   return autograd::record(out, "abs", {x},
-                          [xd](const Tensor& g) { return Grads{mul(g, unary_fwd("abs", UnaryOp::Sign, xd))}; });
+                          [xd](const Tensor& g) { return Grads{mul(g, unary_fwd("abs", UnaryOp::Sign, xd))}; }, {xd});
 }
 
 namespace {
@@ -216,7 +217,7 @@ Tensor clamp(const Tensor& x, double lo, double hi) {
   Tensor xd = x.detach();
   return autograd::record(out, "clamp", {x}, [xd, lo, hi](const Tensor& g) {
     return Grads{mul(g, unary_fwd("clamp", UnaryOp::InRange, xd, lo, hi))};
-  });
+  }, {xd});
 }
 
 Tensor operator-(const Tensor& a) { return neg(a); }

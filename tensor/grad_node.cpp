@@ -36,8 +36,9 @@ bool grad_enabled() { return t_grad_enabled; }
 NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
 
-Tensor record(Tensor out, std::string name, std::vector<Tensor> inputs, BackwardFn backward) {
-  if (!t_grad_enabled) return out;
+Tensor record(Tensor out, std::string name, std::vector<Tensor> inputs, BackwardFn backward,
+              const std::vector<Tensor>& saved) {
+  if (!t_grad_enabled || !is_float(out.dtype())) return out;
   bool any = false;
   for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
   if (!any) return out;
@@ -45,7 +46,10 @@ Tensor record(Tensor out, std::string name, std::vector<Tensor> inputs, Backward
   // is the identity: gradients already reach that input, and a node here would be a cycle.
   for (const Tensor& t : inputs)
     if (t.defined() && t.id() == out.id()) return out;
-  std::shared_ptr<Node> node(new Node{std::move(name), std::move(inputs), std::move(backward)}, delete_node);
+  std::shared_ptr<Node> node(new Node{std::move(name), std::move(inputs), std::move(backward), {}}, delete_node);
+  node->saved.reserve(saved.size());
+  for (const Tensor& t : saved)
+    if (t.defined()) node->saved.push_back({t.storage(), t.storage()->version(), t.shape(), t.dtype()});
   out.set_grad_fn(std::move(node));
   return out;
 }

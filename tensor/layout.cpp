@@ -55,7 +55,12 @@ Layout Layout::narrow(size_t dim, size_t start, size_t len) const {
                 std::to_string(dims()[dim]));
   std::vector<size_t> d = dims();
   d[dim] = len;
-  return Layout(Shape(d), stride_, start_offset_ + start * static_cast<size_t>(stride_[dim]));
+  Shape shape(d);
+  // An empty view reads nothing, and the strides of an empty layout are unbounded (the
+  // storage check never sees them): keep its offset rather than form start * stride.
+  if (shape.elem_count() == 0) return Layout(std::move(shape), stride_, start_offset_);
+  // Non-empty: start * stride <= (dim - 1) * stride, inside the storage.
+  return Layout(std::move(shape), stride_, start_offset_ + start * static_cast<size_t>(stride_[dim]));
 }
 
 Layout Layout::transpose(size_t dim0, size_t dim1) const {
@@ -109,7 +114,8 @@ Layout Layout::reshape(const Shape& target) const {
     throw Error("L05", "reshape: cannot reshape " + to_string(shape_) + " (" + std::to_string(elem_count()) +
                 " elements) to " + to_string(target) + " (" + std::to_string(target.elem_count()) +
                 " elements)");
-  if (is_contiguous()) return contiguous_with_offset(target, start_offset_);
+  // Contiguous, or empty (no element to place): the new shape's own strides.
+  if (is_contiguous() || elem_count() == 0) return contiguous_with_offset(target, start_offset_);
   std::vector<int64_t> out(target.rank(), 0);
   const auto& od = dims();
   const auto& nd = target.dims();
@@ -135,18 +141,19 @@ Layout Layout::reshape(const Shape& target) const {
     // The old chunk must be one run: stride[k] == stride[k+1] * dim[k+1] (ignoring size-1 dims).
     int64_t inner = 0;
     bool have_inner = false;
+    // (Products that overflow cannot describe a storage this layout fits in: no view.)
     for (size_t k = oi; k-- > o0;) {
       if (od[k] == 1) continue;
       if (have_inner && stride_[k] != inner) { ok = false; break; }
-      inner = stride_[k] * static_cast<int64_t>(od[k]);
+      if (__builtin_mul_overflow(stride_[k], static_cast<int64_t>(od[k]), &inner)) { ok = false; break; }
       have_inner = true;
     }
     if (!ok) break;
     int64_t base = 1;
     for (size_t k = oi; k-- > o0;) if (od[k] != 1) { base = stride_[k]; break; }
-    for (size_t k = ni; k-- > n0;) {
+    for (size_t k = ni; k-- > n0 && ok;) {
       out[k] = base;
-      base *= static_cast<int64_t>(nd[k]);
+      ok = !__builtin_mul_overflow(base, static_cast<int64_t>(nd[k]), &base);
     }
   }
   if (!ok)
@@ -171,7 +178,10 @@ Layout Layout::unsqueeze(size_t dim) const {
   check_dim("unsqueeze", shape_, dim, rank() + 1);
   std::vector<size_t> d = dims();
   std::vector<int64_t> s = stride_;
-  int64_t st = dim < rank() ? stride_[dim] * static_cast<int64_t>(dims()[dim]) : 1;
+  // The new dim has size 1, so its stride never multiplies an index: any value is right; the
+  // one that keeps a contiguous layout contiguous is used when it can be formed.
+  int64_t st = 1;
+  if (dim < rank() && __builtin_mul_overflow(stride_[dim], static_cast<int64_t>(dims()[dim]), &st)) st = stride_[dim];
   d.insert(d.begin() + static_cast<std::ptrdiff_t>(dim), 1);
   s.insert(s.begin() + static_cast<std::ptrdiff_t>(dim), st);
   return Layout(Shape(d), s, start_offset_);

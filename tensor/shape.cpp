@@ -4,6 +4,18 @@
 
 namespace wick {
 
+// Zero dims count as 1: an empty tensor still has contiguous strides, which are products of
+// the dims to their right, and those must fit as well.
+void Shape::check_size() const {
+  size_t n = 1;
+  for (size_t d : dims_)
+    if (d != 0 && !mul_size(n, d, &n))
+      throw Error("L23", "shape " + to_string(*this) +
+                             " is too large: its nonzero dims multiply to 2^63 or more (element counts, strides "
+                             "and offsets must fit in int64)");
+}
+
+// check_size() bounds the product, so neither this nor the strides below can wrap.
 size_t Shape::elem_count() const {
   size_t n = 1;
   for (size_t d : dims_) n *= d;

@@ -1,4 +1,11 @@
 // Shape: the dims of a tensor. Prints as candle's Debug does: "[2, 3, 4]", rank 0 "[]".
+//
+// Sizes: every element count, contiguous stride, storage offset and byte count in wick fits
+// in int64_t (the type of strides and of the kernels' offsets). A Shape enforces its part
+// when it is made: the product of its nonzero dims must be below 2^63 (L23), so elem_count()
+// and every contiguous stride are exact; a larger product is a wick::Error, never a wrapped
+// count. Other products of sizes (bytes = elements x element size, ...) go through
+// mul_size(), the one checked multiplication.
 #pragma once
 #include <array>
 #include <cstddef>
@@ -10,17 +17,30 @@
 
 namespace wick {
 
+// The largest element count, stride, offset or byte count wick forms: 2^63 - 1.
+constexpr size_t kMaxSize = static_cast<size_t>(INT64_MAX);
+
+// The one checked multiplication of sizes: *out = a * b and true when the product is at most
+// kMaxSize; false (and *out untouched) otherwise. Callers raise their own error on false.
+inline bool mul_size(size_t a, size_t b, size_t* out) {
+  size_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r) || r > kMaxSize) return false;
+  *out = r;
+  return true;
+}
+
 class Shape {
  public:
   Shape() = default;  // rank 0 (a scalar)
-  Shape(std::vector<size_t> dims) : dims_(std::move(dims)) {}
-  Shape(std::initializer_list<size_t> dims) : dims_(dims) {}
+  // Both throw L23 when the nonzero dims multiply to 2^63 or more.
+  Shape(std::vector<size_t> dims) : dims_(std::move(dims)) { check_size(); }
+  Shape(std::initializer_list<size_t> dims) : dims_(dims) { check_size(); }
 
   const std::vector<size_t>& dims() const { return dims_; }
   size_t rank() const { return dims_.size(); }
   size_t dim(size_t i) const { return dims_.at(i); }
   size_t operator[](size_t i) const { return dims_[i]; }
-  size_t elem_count() const;
+  size_t elem_count() const;  // exact: at most kMaxSize
   // Row-major (C-contiguous) strides in elements.
   std::vector<int64_t> stride_contiguous() const;
   // True when stride walks this shape in row-major order. Size-1 dims are ignored.
@@ -39,6 +59,7 @@ class Shape {
   friend bool operator==(const Shape& a, const Shape& b) { return a.dims_ == b.dims_; }
 
  private:
+  void check_size() const;
   std::vector<size_t> dims_;
 };
 

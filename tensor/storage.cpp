@@ -7,8 +7,12 @@
 #include "tensor/cuda_check.h"
 #include "tensor/device_fault.h"
 #include "tensor/error.h"
+#include "tensor/shape.h"
 #include "tensor/stream.h"
 
+#ifdef __linux__
+#include <sys/sysinfo.h>
+#endif
 #ifdef WICK_WITH_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -19,11 +23,52 @@ namespace {
 constexpr size_t kCpuAlignment = 64;
 std::atomic<int64_t> g_live_cpu{0};
 std::atomic<int64_t> g_live_cuda{0};
+std::atomic<int64_t> g_peak_cpu{0};
+std::atomic<int64_t> g_peak_cuda{0};
+
+void count_allocation(std::atomic<int64_t>& live, std::atomic<int64_t>& peak, size_t bytes) {
+  const int64_t now = live += static_cast<int64_t>(bytes);
+  for (int64_t p = peak.load(); now > p && !peak.compare_exchange_weak(p, now);) {
+  }
+}
 
 [[noreturn]] [[maybe_unused]] void no_cuda() {
   throw Error("S01", "this build of wick has no CUDA support (configure with WICK_CUDA=ON)");
 }
+
+[[noreturn]] void out_of_host_memory(size_t bytes) {
+  throw Error("S03", "out of host memory allocating " + std::to_string(bytes) + " bytes");
+}
+
+// RAM + swap of this machine in bytes (kMaxSize when unknown): no host allocation above it
+// can succeed, so it is refused before the allocator is asked.
+size_t host_memory_limit() {
+  static const size_t limit = [] {
+#ifdef __linux__
+    struct sysinfo si {};
+    if (sysinfo(&si) == 0) {
+      size_t total = 0;
+      if (mul_size(static_cast<size_t>(si.totalram) + si.totalswap, si.mem_unit, &total)) return total;
+    }
+#endif
+    return kMaxSize;
+  }();
+  return limit;
+}
 }  // namespace
+
+size_t byte_count(const char* op, size_t n, size_t elem_size) {
+  size_t bytes = 0;
+  if (!mul_size(n, elem_size, &bytes))
+    throw Error("L24", std::string(op) + ": " + std::to_string(n) + " elements of " + std::to_string(elem_size) +
+                           " bytes take 2^63 bytes or more");
+  return bytes;
+}
+
+void check_host_buffer(const char* op, size_t n, size_t elem_size) {
+  const size_t bytes = byte_count(op, n, elem_size);
+  if (bytes > host_memory_limit()) out_of_host_memory(bytes);
+}
 
 namespace detail {
 void throw_cuda_error(int code, const char* expr, const char* file, int line) {
@@ -76,19 +121,28 @@ std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device) {
   // it; data_ and bytes_ are set (and counted) only once the memory is there.
   std::shared_ptr<Storage> s(new Storage(nullptr, 0, device));
   if (device.is_cpu()) {
+    if (bytes > host_memory_limit()) out_of_host_memory(bytes);  // (also keeps the rounding below exact)
     size_t rounded = (bytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
     s->data_ = std::aligned_alloc(kCpuAlignment, rounded == 0 ? kCpuAlignment : rounded);
-    if (!s->data_) throw Error("S03", "out of host memory allocating " + std::to_string(bytes) + " bytes");
+    if (!s->data_) out_of_host_memory(bytes);
     s->bytes_ = bytes;
-    g_live_cpu += static_cast<int64_t>(bytes);
+    count_allocation(g_live_cpu, g_peak_cpu, bytes);
   } else {
 #ifdef WICK_WITH_CUDA
     if (!Device::cuda_available()) throw Error("S02", "no CUDA device is available for " + to_string(device));
     set_current_device(device);
     s->stream_ = current_stream(device).handle;
-    if (bytes) WICK_CUDA_CHECK(cudaMallocAsync(&s->data_, bytes, static_cast<cudaStream_t>(s->stream_)));
+    if (bytes) {
+      const cudaError_t status = cudaMallocAsync(&s->data_, bytes, static_cast<cudaStream_t>(s->stream_));
+      if (status == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();  // consumed: the next launch check must not report it
+        throw Error("S05", "out of memory on " + to_string(device) + " allocating " + std::to_string(bytes) +
+                               " bytes");
+      }
+      WICK_CUDA_CHECK(status);
+    }
     s->bytes_ = bytes;
-    g_live_cuda += static_cast<int64_t>(bytes);
+    count_allocation(g_live_cuda, g_peak_cuda, bytes);
 #else
     no_cuda();
 #endif
@@ -137,6 +191,15 @@ int64_t Storage::live_bytes(Device::Kind kind) {
   return kind == Device::Kind::Cpu ? g_live_cpu.load() : g_live_cuda.load();
 }
 
+int64_t Storage::peak_bytes(Device::Kind kind) {
+  return kind == Device::Kind::Cpu ? g_peak_cpu.load() : g_peak_cuda.load();
+}
+
+void Storage::reset_peak_bytes(Device::Kind kind) {
+  if (kind == Device::Kind::Cpu) g_peak_cpu = g_live_cpu.load();
+  else g_peak_cuda = g_live_cuda.load();
+}
+
 static void check_range(const Storage& s, size_t off, size_t bytes, const char* op) {
   if (off > s.bytes() || bytes > s.bytes() - off)
     throw Error("S04", std::string(op) + ": byte range [" + std::to_string(off) + ", " +
@@ -147,6 +210,7 @@ static void check_range(const Storage& s, size_t off, size_t bytes, const char* 
 void Storage::copy_from_host(size_t dst_off, const void* src, size_t bytes) {
   check_range(*this, dst_off, bytes, "copy_from_host");
   if (bytes == 0) return;
+  bump_version();
   char* dst = static_cast<char*>(data_) + dst_off;
   if (device_.is_cpu()) { std::memcpy(dst, src, bytes); return; }
 #ifdef WICK_WITH_CUDA
@@ -174,6 +238,7 @@ void Storage::copy(const Storage& src, size_t src_off, Storage& dst, size_t dst_
   check_range(src, src_off, bytes, "copy");
   check_range(dst, dst_off, bytes, "copy");
   if (bytes == 0) return;
+  dst.bump_version();
   const char* s = static_cast<const char*>(src.data_) + src_off;
   char* d = static_cast<char*>(dst.data_) + dst_off;
   if (src.device_.is_cpu() && dst.device_.is_cpu()) { std::memcpy(d, s, bytes); return; }
@@ -192,6 +257,7 @@ void Storage::copy(const Storage& src, size_t src_off, Storage& dst, size_t dst_
 
 void Storage::fill_zero() {
   if (bytes_ == 0) return;
+  bump_version();
   if (device_.is_cpu()) { std::memset(data_, 0, bytes_); return; }
 #ifdef WICK_WITH_CUDA
   set_current_device(device_);

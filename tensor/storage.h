@@ -4,6 +4,7 @@
 // it on that same stream when the last view is gone.
 #pragma once
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -14,7 +15,9 @@ namespace wick {
 
 class Storage {
  public:
-  // Uninitialised bytes on device. A zero-byte request still yields a valid Storage.
+  // Uninitialised bytes on device. A zero-byte request still yields a valid Storage. A
+  // request the device cannot meet is a wick::Error naming the size: S03 on the host (also
+  // raised up front for more than the machine's RAM + swap), S05 on a GPU.
   static std::shared_ptr<Storage> allocate(size_t bytes, Device device);
   // Memory wick did not allocate (a tensor imported without a copy): `bytes` bytes at data on
   // device, handed back by calling release() once, when the last tensor viewing it is gone.
@@ -37,8 +40,18 @@ class Storage {
   static void copy(const Storage& src, size_t src_off, Storage& dst, size_t dst_off, size_t bytes);
   void fill_zero();
 
+  // The number of writes into this storage so far (Storage's own copies and fills, copy_into,
+  // optimizer steps). Autograd records it for the tensors a backward rule saves and refuses
+  // to run the rule once it moved (G29). Views share their storage, so they share the count.
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+
   // Bytes currently allocated through Storage on each kind of device; for leak tests.
   static int64_t live_bytes(Device::Kind kind);
+  // The most live_bytes(kind) reached since the last reset_peak_bytes(kind) (or the start);
+  // for tests that bound an op's memory.
+  static int64_t peak_bytes(Device::Kind kind);
+  static void reset_peak_bytes(Device::Kind kind);
 
  private:
   Storage(void* data, size_t bytes, Device device) : data_(data), bytes_(bytes), device_(device) {}
@@ -47,7 +60,18 @@ class Storage {
   Device device_;
   void* stream_ = nullptr;  // CUDA: the stream the memory was allocated on (and is freed on)
   std::function<void()> release_;  // set for wrapped memory: called instead of freeing
+  std::atomic<uint64_t> version_{0};
 };
+
+// n elements of elem_size bytes, in bytes; throws L24 ("{op}: ... take 2^63 bytes or more")
+// when that is above kMaxSize. Every byte count of a tensor's elements is formed here.
+size_t byte_count(const char* op, size_t n, size_t elem_size);
+
+// Throws S03 when a host buffer of n elements of elem_size bytes cannot be had (more than the
+// machine's RAM + swap), or L24 when its byte count does not fit. Host code that sizes a
+// std::vector by a tensor calls it first, so a huge request is a wick::Error, never
+// std::bad_alloc or std::length_error (nor an abort under AddressSanitizer).
+void check_host_buffer(const char* op, size_t n, size_t elem_size);
 
 // Makes dev the current CUDA device (no-op for CPU or a CPU-only build).
 void set_current_device(const Device& dev);

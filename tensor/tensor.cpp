@@ -1,9 +1,14 @@
 #include "tensor/tensor.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
+#include <type_traits>
+
+#include "tensor/convert.h"
 
 namespace wick {
 
@@ -24,26 +29,62 @@ void require_defined(const void* impl, const char* what) {
   if (!impl) throw Error("L12", std::string(what) + ": the tensor is an empty (default-constructed) tensor");
 }
 
-// Converts host doubles into `dtype` elements at dst.
-void store_from_f64(const std::vector<double>& src, DType dtype, void* dst) {
+// x as an element of type T: saturating for integer types (tensor/convert.h), rounding
+// for float types.
+template <class T>
+T element_from_f64(double x) {
+  if constexpr (std::is_integral_v<T>) return saturating_cast<T>(x);
+  else return static_cast<T>(x);
+}
+
+// arange's values [first, last] in an integer dtype: each must be representable.
+void check_arange_range(int64_t first, int64_t last, DType dtype) {
   visit_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
-    T* out = static_cast<T*>(dst);
-    for (size_t i = 0; i < src.size(); ++i) out[i] = static_cast<T>(src[i]);
+    if constexpr (std::is_integral_v<T>) {
+      using L = std::numeric_limits<T>;
+      const bool fits = first >= static_cast<int64_t>(L::min()) &&
+                        (last < 0 || static_cast<uint64_t>(last) <= static_cast<uint64_t>(L::max()));
+      if (!fits)
+        throw Error("L25", "arange: the values " + std::to_string(first) + " to " + std::to_string(last) +
+                               " do not fit in " + dtype_name(dtype) + " (its range is " +
+                               std::to_string(static_cast<int64_t>(L::min())) + " to " +
+                               std::to_string(static_cast<uint64_t>(L::max())) + ")");
+    }
   });
 }
 
-Tensor from_f64(const std::vector<double>& values, const Shape& shape, DType dtype, Device device) {
-  std::vector<unsigned char> bytes(values.size() * dtype_size(dtype));
-  store_from_f64(values, dtype, bytes.data());
-  return Tensor::from_bytes(bytes.data(), shape, dtype, device);
+// A new contiguous tensor whose elements f(out, n) writes (out: n elements of dtype's host
+// type): in place on the CPU, into one host buffer of the tensor's size (checked first) that
+// is then copied to a GPU.
+template <class F>
+Tensor generate(const Shape& shape, DType dtype, Device device, F&& f) {
+  Tensor t = Tensor::empty(shape, dtype, device);
+  const size_t n = shape.elem_count();
+  visit_dtype(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    std::vector<T> host;
+    T* out = static_cast<T*>(t.data_ptr());
+    if (!device.is_cpu()) {
+      check_host_buffer("tensor", n, sizeof(T));
+      host.resize(n);
+      out = host.data();
+    }
+    f(out, n);
+    if (!device.is_cpu()) t.storage()->copy_from_host(0, host.data(), n * sizeof(T));
+  });
+  return t;
 }
 }  // namespace
 
 Tensor::Tensor(std::shared_ptr<Storage> storage, Layout layout, DType dtype) {
   if (!storage) throw Error("L10", "tensor: null storage");
-  size_t need = 0;
-  if (__builtin_mul_overflow(layout.max_offset_exclusive(), dtype_size(dtype), &need)) need = SIZE_MAX;
+  // The bytes the layout reaches: through its last element, or (empty) up to its offset, so
+  // that data_ptr() points into or one past the storage. SIZE_MAX (above any storage) when
+  // the product does not fit.
+  size_t need = SIZE_MAX;
+  const size_t reach = layout.elem_count() == 0 ? layout.start_offset() : layout.max_offset_exclusive();
+  mul_size(reach, dtype_size(dtype), &need);
   if (need > storage->bytes())
     throw Error("L11", "tensor: layout " + to_string(layout.shape()) + " stride " + to_string(layout.stride()) +
                 " offset " + std::to_string(layout.start_offset()) + " needs " + std::to_string(need) +
@@ -56,7 +97,7 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, Layout layout, DType dtype) {
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
-  return Tensor(Storage::allocate(shape.elem_count() * dtype_size(dtype), device),
+  return Tensor(Storage::allocate(byte_count("tensor", shape.elem_count(), dtype_size(dtype)), device),
                 Layout::contiguous(shape), dtype);
 }
 
@@ -69,30 +110,40 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
 Tensor Tensor::arange(int64_t start, int64_t end, DType dtype, Device device) {
   if (end < start)
     throw Error("L14", "arange: end " + std::to_string(end) + " is before start " + std::to_string(start));
-  std::vector<double> v(static_cast<size_t>(end - start));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(start + static_cast<int64_t>(i));
-  return from_f64(v, Shape{v.size()}, dtype, device);
+  // end - start in unsigned arithmetic: the signed difference overflows for wide ranges.
+  const uint64_t n = static_cast<uint64_t>(end) - static_cast<uint64_t>(start);
+  const Shape shape{static_cast<size_t>(n)};  // L23 past 2^63 - 1 elements
+  if (n > 0) check_arange_range(start, end - 1, dtype);
+  return generate(shape, dtype, device, [&](auto* out, size_t count) {
+    using T = std::remove_pointer_t<decltype(out)>;
+    for (size_t i = 0; i < count; ++i) {
+      const int64_t value = start + static_cast<int64_t>(i);  // < end: no overflow
+      if constexpr (std::is_integral_v<T>) out[i] = static_cast<T>(value);  // in range (checked)
+      else out[i] = static_cast<T>(static_cast<double>(value));
+    }
+  });
 }
 
 // Box-Muller over a 64-bit Mersenne twister: the same sequence on every platform
 // (std::normal_distribution's algorithm is implementation-defined).
 Tensor Tensor::randn(const Shape& shape, DType dtype, Device device, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  constexpr double kTwoPi = 6.283185307179586;
-  constexpr double kInv2to53 = 1.0 / 9007199254740992.0;
-  auto uniform = [&] { return (static_cast<double>(gen() >> 11) + 0.5) * kInv2to53; };  // (0, 1)
-  std::vector<double> v(shape.elem_count());
-  for (size_t i = 0; i < v.size(); i += 2) {
-    double r = std::sqrt(-2.0 * std::log(uniform())), a = kTwoPi * uniform();
-    v[i] = r * std::cos(a);
-    if (i + 1 < v.size()) v[i + 1] = r * std::sin(a);
-  }
-  return from_f64(v, shape, dtype, device);
+  return generate(shape, dtype, device, [&](auto* out, size_t n) {
+    using T = std::remove_pointer_t<decltype(out)>;
+    std::mt19937_64 gen(seed);
+    constexpr double kTwoPi = 6.283185307179586;
+    constexpr double kInv2to53 = 1.0 / 9007199254740992.0;
+    auto uniform = [&] { return (static_cast<double>(gen() >> 11) + 0.5) * kInv2to53; };  // (0, 1)
+    for (size_t i = 0; i < n; i += 2) {
+      const double r = std::sqrt(-2.0 * std::log(uniform())), a = kTwoPi * uniform();
+      out[i] = element_from_f64<T>(r * std::cos(a));
+      if (i + 1 < n) out[i + 1] = element_from_f64<T>(r * std::sin(a));
+    }
+  });
 }
 
 Tensor Tensor::from_bytes(const void* data, const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
-  t.storage()->copy_from_host(0, data, shape.elem_count() * dtype_size(dtype));
+  t.storage()->copy_from_host(0, data, t.storage()->bytes());
   return t;
 }
 
@@ -107,6 +158,7 @@ void Tensor::copy_logical_to_host(void* dst) const {
   if (device().is_cpu()) {
     base = static_cast<const unsigned char*>(storage()->data()) + lo * es;
   } else {
+    check_host_buffer("to_host", hi - lo, es);
     host.resize((hi - lo) * es);
     storage()->copy_to_host(lo * es, host.data(), host.size());
     base = host.data();
@@ -122,6 +174,7 @@ void Tensor::copy_logical_to_host(void* dst) const {
 }
 
 std::vector<double> Tensor::to_f64_vec() const {
+  check_host_buffer("to_f64_vec", elem_count(), sizeof(double) + dtype_size(dtype()));
   std::vector<double> out(elem_count());
   visit_dtype(dtype(), [&](auto zero) {
     using T = decltype(zero);

@@ -2,6 +2,10 @@
 // everything; view ops (narrow, transpose, ...) share storage and get a new Layout.
 // A default-constructed Tensor is empty (defined() == false).
 //
+// Sizes: a shape's element count, strides and offsets fit in int64 (Shape, L23) and so does
+// its byte count (L24); an allocation the device cannot meet is a wick::Error naming the
+// size (S03 host, S05 GPU), never std::bad_alloc.
+//
 // Member functions marked [ops] are defined in ops/ (they dispatch to devices and record
 // autograd nodes); those marked [autograd] in autograd/. tensor/ itself only knows storage
 // and layouts.
@@ -36,8 +40,10 @@ class Tensor {
   static Tensor empty(const Shape& shape, DType dtype, Device device);  // uninitialised
   static Tensor zeros(const Shape& shape, DType dtype, Device device);
   static Tensor ones(const Shape& shape, DType dtype, Device device);                 // [ops]
+  // value in dtype: rounded for a float dtype, saturated to an integer dtype's range (NaN -> 0).
   static Tensor full(const Shape& shape, double value, DType dtype, Device device);  // [ops]
-  // [start, end) in steps of 1, shape (end - start).
+  // [start, end) in steps of 1, shape (end - start). For an integer dtype every value must be
+  // representable (else L25); a float dtype rounds them.
   static Tensor arange(int64_t start, int64_t end, DType dtype, Device device);
   // Standard normal samples from a seeded generator on the host (then copied to device).
   static Tensor randn(const Shape& shape, DType dtype, Device device, uint64_t seed);
@@ -63,6 +69,7 @@ class Tensor {
   template <class T>
   std::vector<T> to_vec() const {
     if (dtype() != dtype_of<T>) throw_dtype_error(dtype_of<T>, dtype());
+    check_host_buffer("to_vec", elem_count(), sizeof(T));  // S03 instead of std::bad_alloc
     std::vector<T> out(elem_count());
     copy_logical_to_host(out.data());
     return out;

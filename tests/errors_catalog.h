@@ -105,7 +105,9 @@ inline std::map<std::string, std::string> section_messages(const std::map<std::s
 inline void check_sections_in_sync(const std::map<std::string, std::string>& docs, const std::string& sections,
                                    const std::map<std::string, std::string>& tested,
                                    const std::set<std::string>& untestable) {
-  for (const auto& [id, templ] : tested) {
+  // (Named references, not structured bindings: INFO captures them in a lambda.)
+  for (const auto& entry : tested) {
+    const std::string &id = entry.first, &templ = entry.second;
     INFO(id, ": ", templ);
     if (!docs.count(id)) {
       FAIL_CHECK("not documented: " << id);
@@ -113,7 +115,8 @@ inline void check_sections_in_sync(const std::map<std::string, std::string>& doc
     }
     CHECK(docs.at(id) == templ);
   }
-  for (const auto& [id, templ] : section_messages(docs, sections)) {
+  for (const auto& entry : section_messages(docs, sections)) {
+    const std::string &id = entry.first, &templ = entry.second;
     INFO(id, ": ", templ);
     CHECK_MESSAGE((tested.count(id) || untestable.count(id)), "documented but never triggered: ", id);
   }

@@ -303,8 +303,11 @@ TEST_CASE("attention backward: sweep of shapes, masks, GQA, paging and dtypes") 
     }
     seed += 10;
   }
-  for (const auto& [dt, w] : worst_kernel_vs_host())
+  for (const auto& entry : worst_kernel_vs_host()) {
+    const auto& dt = entry.first;  // named, not bound: MESSAGE captures them in a lambda
+    const auto& w = entry.second;
     MESSAGE("kernel vs host, ", dt, ": max |diff| ", w.first, " (max |grad| of that gradient ", w.second, ")");
+  }
 }
 
 TEST_CASE("attention backward: batched op, GQA 8/2 causal sq != sk, f16 d128") {

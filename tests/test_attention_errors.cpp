@@ -302,6 +302,41 @@ std::vector<Entry> catalogue() {
   e.push_back({"W13", "{op}: causal is set together with window_size_right = {right}; causal means window_size_right = 0, so set one or the other", false,
                [](D d) { Varlen c(d); c.op.causal = true; c.op.window_size_right = 3; return c.raised(); },
                "flash-attn-varlen: causal is set together with window_size_right = 3; causal means window_size_right = 0, so set one or the other"});
+  e.push_back({"W18", "{op}: {name} is an empty (default-constructed) tensor", false,
+               [](D d) { Varlen c(d); c.q = Tensor(); return c.raised(); },
+               "flash-attn-varlen: q is an empty (default-constructed) tensor"});
+  e.push_back({"W18", "{op}: {name} is an empty (default-constructed) tensor", false,
+               [](D d) { Varlen c(d); c.paged().op.block_table = Tensor(); return c.raised(); },
+               "flash-attn-varlen: block_table is an empty (default-constructed) tensor"});
+  e.push_back({"W18", "{op}: {name} is an empty (default-constructed) tensor", false,
+               [](D d) { Varlen c(d); c.op.mm_prefix_ranges = Tensor(); return c.raised(); },
+               "flash-attn-varlen: mm_prefix_ranges is an empty (default-constructed) tensor"});
+  e.push_back({"W18", "{op}: {name} is an empty (default-constructed) tensor", false,
+               [](D d) { Batched c(d); c.op.alibi_slopes = Tensor(); return c.raised(); },
+               "flash-attn: alibi_slopes is an empty (default-constructed) tensor"});
+  e.push_back({"W18", "{op}: {name} is an empty (default-constructed) tensor", false,
+               [](D d) { Batched c(d); c.v = Tensor(); return c.raised(); },
+               "flash-attn: v is an empty (default-constructed) tensor"});
+  e.push_back({"W19", "flash-attn-varlen: page_block_size is 0; paged k/v need blocks of a positive multiple of 32 rows", false,
+               [](D d) {
+                 Varlen c(d);
+                 c.paged(0);  // k, v (5, 0, 2, 16): 0 is a multiple of 32 to candle
+                 return c.raised();
+               },
+               "flash-attn-varlen: page_block_size is 0; paged k/v need blocks of a positive multiple of 32 rows"});
+  e.push_back({"W03", "{op}: {what} {value} does not fit in 32 bits (the kernels index sequences and heads with int)", false,
+               [](D d) {
+                 // pages of 2^32 rows as a stride-0 view of one row per block: no memory, but
+                 // an int page size would be 0
+                 Varlen c(d);
+                 c.paged();
+                 const Shape big{5, size_t{1} << 32, 2, 16};
+                 c.k = c.k.narrow(1, 0, 1).broadcast_as(big), c.v = c.v.narrow(1, 0, 1).broadcast_as(big);
+                 c.op.page_block_size = size_t{1} << 32;
+                 return c.raised();
+               },
+               "flash-attn-varlen: page_block_size 4294967296 does not fit in 32 bits (the kernels index sequences and heads "
+               "with int)"});
   // ---- PagedKvCache ----------------------------------------------------------------------
   e.push_back({"P01", "PagedKvCache: page_block_size must be a positive multiple of 32 (got {page_block_size})", false,
                [](D d) { return raised_by([&] { PagedKvCache c(4, 16, 2, 8, DType::BF16, d); }); },
@@ -431,6 +466,27 @@ std::vector<Entry> catalogue() {
                  return raised_by([&] { c.op.forward_into(c.q, c.k, c.v, out, Tensor()); });
                },
                "forward_into: out must be a contiguous BF16 tensor of shape [6, 4, 16] on Cpu, got [6, 4, 16] F32 on Cpu"});
+  e.push_back({"P16", "PagedKvCache::release_block: block {block} belongs to sequence {id}, which still reads it; free({id}) "
+               "returns a sequence's blocks", false,
+               [](D d) {
+                 PagedKvCache c(4, 32, 1, 8, DType::BF16, d);
+                 Tensor k = randn({40, 1, 8}, DType::BF16, d, 1);
+                 c.append(7, k, k);
+                 return raised_by([&] { c.release_block(c.blocks(7)[1]); });
+               },
+               "PagedKvCache::release_block: block 1 belongs to sequence 7, which still reads it; free(7) returns a "
+               "sequence's blocks"});
+  e.push_back({"P17", "PagedKvCache::{function}: the first {n} sequences hold {tokens} tokens, more than U32 cumulative "
+               "lengths count (2^32 - 1); bind fewer sequences per call", false,
+               [](D d) {
+                 // one sequence of 2^16 tokens listed 2^16 + 1 times: the 2^16th reaches 2^32; a small cache
+                 PagedKvCache c(2048, 32, 1, 8, DType::BF16, d);
+                 Tensor k = Tensor::zeros({size_t{1} << 16, 1, 8}, DType::BF16, d);
+                 c.append(3, k, k);
+                 return raised_by([&] { c.seqlens_k(std::vector<uint64_t>((size_t{1} << 16) + 1, 3)); });
+               },
+               "PagedKvCache::seqlens_k: the first 65536 sequences hold 4294967296 tokens, more than U32 cumulative "
+               "lengths count (2^32 - 1); bind fewer sequences per call"});
   return e;
 }
 

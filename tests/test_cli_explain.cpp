@@ -121,6 +121,8 @@ const std::vector<Case>& cases() {
       {"W13", "--causal --window-right 3",
        "flash-attn-varlen: causal is set together with window_size_right = 3; causal means window_size_right = 0, so "
        "set one or the other"},
+      {"W19", "--page 32 --tensor-shape k=2,0,2,16 v=2,0,2,16 --page-block-size 0",
+       "flash-attn-varlen: page_block_size is 0; paged k/v need blocks of a positive multiple of 32 rows"},
       {"P01", "--cache --page 16", "PagedKvCache: page_block_size must be a positive multiple of 32 (got 16)"},
       {"P02", "--cache --page 32 --num-blocks 0", "PagedKvCache: num_blocks must be in [1, 2^31) (got 0)"},
       {"P03", "--cache --page 32 --head-dim 0", "PagedKvCache: num_heads_k and head_size must be positive (got 2 and 0)"},
@@ -145,6 +147,10 @@ const std::set<std::string> kUnreachable = {
     "W14", "W15", "W16", "W17",  // the plan-once API (plan_step, update_step, forward_into),
     "P13", "P14", "P15",         // write_kv_slots and step_layout: calls a program makes between
                                  // decode steps; `wick explain` runs one forward() of one configuration
+    "W18",                       // an empty (default-constructed) q, k, v or optional tensor:
+                                 // flags always build the tensors they name
+    "P16", "P17",                // releasing a block a sequence holds, more than 2^32 - 1 cached
+                                 // tokens in one call: calls and sizes of a program, not a configuration
 };
 
 // The first line of the entry's fix in docs/errors.md ("- Fix: ..." or, for an entry that

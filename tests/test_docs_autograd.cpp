@@ -121,6 +121,23 @@ TEST_CASE("docs/autograd.md: the training loop with nn, a schedule and clipping"
   CHECK(last < first - 0.2);
 }
 
+TEST_CASE("docs/autograd.md: a saved tensor written after the forward") {
+  Tensor x = Tensor::from_vec(std::vector<float>{1, 2, 3}, {3}, Device::cpu());
+  x.requires_grad(true);
+  Tensor w = Tensor::from_vec(std::vector<float>{4, 5, 6}, {3}, Device::cpu());
+  const Tensor w_new = Tensor::zeros({3}, DType::F32, Device::cpu());
+  const Tensor seed = Tensor::ones({3}, DType::F32, Device::cpu());
+  std::string code;
+  try {
+    Tensor y = mul(x, w);
+    copy_into(w, w_new);   // w's storage moves to a new version
+    y.backward(seed);      // G29: backward of 'mul': a tensor it saved ([3] F32) was modified ...
+  } catch (const Error& e) {
+    code = e.code();
+  }
+  CHECK(code == "G29");
+}
+
 TEST_CASE("docs/autograd.md: every code block of the page is in this file") {
   const auto root = std::filesystem::path(__FILE__).parent_path().parent_path();
   const std::string md = read(root / "docs/autograd.md");
@@ -139,5 +156,5 @@ TEST_CASE("docs/autograd.md: every code block of the page is in this file") {
     CHECK_MESSAGE(found, "docs/autograd.md block ", blocks, " is not in tests/test_docs_autograd.cpp:\n",
                   md.substr(begin, end - begin));
   }
-  CHECK(blocks == 5);
+  CHECK(blocks == 6);
 }

@@ -24,8 +24,9 @@
 #include "io/safetensors.h"
 #include "nn/nn.h"
 #include "errors_catalog.h"
-#include "tensor/device_fault.h"
+#include "ops/attention/paged_kv_cache.h"
 #include "ops/ops.h"
+#include "tensor/device_fault.h"
 #include "tensor/cuda_check.h"
 #include "tensor/grad_node.h"
 #include "tensor/storage.h"
@@ -252,6 +253,37 @@ std::vector<Entry> tensor_entries() {
   e.push_back({"L01", "{op}: dim {dim} out of range for shape {shape:?} (rank {rank}, valid dims {valid})", Where::Devices,
                [](D d) { return raised_by([&] { x234(d).transpose(-4, 0); }); },
                "transpose: dim -4 out of range for shape [2, 3, 4] (rank 3, valid dims -3..=2)"});
+  e.push_back({"L23", "shape {shape:?} is too large: its nonzero dims multiply to 2^63 or more (element counts, strides and "
+               "offsets must fit in int64)", Where::Devices,
+               [](D d) { return raised_by([&] { Tensor::zeros({size_t{1} << 32, size_t{1} << 32}, DType::U8, d); }); },
+               "shape [4294967296, 4294967296] is too large: its nonzero dims multiply to 2^63 or more (element counts, "
+               "strides and offsets must fit in int64)"});
+  e.push_back({"L23", "shape {shape:?} is too large: its nonzero dims multiply to 2^63 or more (element counts, strides and "
+               "offsets must fit in int64)", Where::Devices,
+               [](D d) { return raised_by([&] { x234(d).narrow(0, 0, 1).broadcast_as({SIZE_MAX, 3, 4}); }); },
+               "shape [18446744073709551615, 3, 4] is too large: its nonzero dims multiply to 2^63 or more (element counts, "
+               "strides and offsets must fit in int64)"});
+  e.push_back({"L24", "{op}: {n} elements of {size} bytes take 2^63 bytes or more", Where::Devices,
+               [](D d) { return raised_by([&] { Tensor::empty({size_t{1} << 61}, DType::F64, d); }); },
+               "tensor: 2305843009213693952 elements of 8 bytes take 2^63 bytes or more"});
+  e.push_back({"L24", "{op}: {n} elements of {size} bytes take 2^63 bytes or more", Where::Devices,
+               [](D d) {
+                 Tensor wide = Tensor::ones({1}, DType::F64, d).broadcast_as({size_t{1} << 61});  // a view: no bytes
+                 return raised_by([&] { wide.to_vec<double>(); });
+               },
+               "to_vec: 2305843009213693952 elements of 8 bytes take 2^63 bytes or more"});
+  e.push_back({"L25", "arange: the values {first} to {last} do not fit in {dt:?} (its range is {min} to {max})", Where::Devices,
+               [](D d) { return raised_by([&] { Tensor::arange(0, 300, DType::U8, d); }); },
+               "arange: the values 0 to 299 do not fit in U8 (its range is 0 to 255)"});
+  e.push_back({"L25", "arange: the values {first} to {last} do not fit in {dt:?} (its range is {min} to {max})", Where::Devices,
+               [](D d) { return raised_by([&] { Tensor::arange(-40000, 5, DType::I16, d); }); },
+               "arange: the values -40000 to 4 do not fit in I16 (its range is -32768 to 32767)"});
+  e.push_back({"L12", "{op}: {what} is an empty (default-constructed) tensor", Where::Devices,
+               [](D d) {
+                 PagedKvCache cache(2, 32, 1, 8, DType::BF16, d);
+                 return raised_by([&] { cache.append(1, Tensor(), Tensor()); });
+               },
+               "PagedKvCache::append: k_new is an empty (default-constructed) tensor"});
   // candle's generic helpers, catalogued with the attention entries, raised here too.
   e.push_back({"A09", "unexpected rank, expected: {expected}, got: {got} ({shape:?})", Where::Cpu,
                [](D) { return raised_by([] { Shape{8}.dims2(); }); },
@@ -273,6 +305,16 @@ std::vector<Entry> storage_entries() {
   e.push_back({"S03", "out of host memory allocating {bytes} bytes", Where::Cpu,
                [](D) { return raised_by([] { Tensor::empty({size_t{1} << 60}, DType::U8, Device::cpu()); }); },
                "out of host memory allocating 1152921504606846976 bytes"});
+  e.push_back({"S03", "out of host memory allocating {bytes} bytes", Where::Cpu,
+               [](D) {
+                 // a broadcast view holds 8 bytes; reading it out would take 2^50
+                 Tensor wide = Tensor::ones({1}, DType::F64, Device::cpu()).broadcast_as({size_t{1} << 47});
+                 return raised_by([&] { wide.to_vec<double>(); });
+               },
+               "out of host memory allocating 1125899906842624 bytes"});
+  e.push_back({"S05", "out of memory on {device:?} allocating {bytes} bytes", Where::Gpu,
+               [](D d) { return raised_by([&] { Tensor::empty({size_t{1} << 50}, DType::U8, d); }); },
+               "out of memory on Cuda { gpu_id: 0 } allocating 1125899906842624 bytes"});
   e.push_back({"S04", "{op}: byte range [{begin}, {end}) outside storage of {bytes} bytes", Where::Devices,
                [](D d) {
                  auto s = Storage::allocate(16, d);
@@ -655,6 +697,18 @@ std::vector<Entry> autograd_entries() {
   e.push_back({"A01", "device mismatch in {op}, lhs: {lhs:?}, rhs: {rhs:?}", Where::Gpu,
                [](D d) { return raised_by([&] { cube_op()({f64_leaf(D::cpu()), f64_leaf(d)}); }); },
                "device mismatch in cube, lhs: Cpu, rhs: Cuda { gpu_id: 0 }"});
+  e.push_back({"G29", "backward of '{op}': a tensor it saved ({shape:?} {dt:?}) was modified in place after the forward (its "
+               "storage is at version {now}, the forward saw version {then}); modify a copy, or run the forward again after "
+               "the change", Where::Devices,
+               [](D d) {
+                 Tensor x = f64_leaf(d);
+                 Tensor w = Tensor::from_vec(std::vector<double>{1, 2, 3}, Shape{3}, d);
+                 Tensor y = mul(x, w);
+                 copy_into(w, Tensor::zeros({3}, DType::F64, d));
+                 return raised_by([&] { y.backward(Tensor::ones({3}, DType::F64, d)); });
+               },
+               "backward of 'mul': a tensor it saved ([3] F64) was modified in place after the forward (its storage is at "
+               "version 2, the forward saw version 1); modify a copy, or run the forward again after the change"});
   // ---- gradcheck ----
   e.push_back({"G18", "gradcheck: the function's output is an empty (default-constructed) tensor", Where::Cpu,
                [](D d) { return raised_by([&] { autograd::gradcheck([](const Grads&) { return Tensor(); }, {f64_leaf(d)}); }); },
@@ -1111,7 +1165,8 @@ TEST_CASE("error catalogue: docs/errors.md lists exactly these sections' message
   for (const Entry& e : catalogue()) tested[e.id] = e.templ;
   catalog::check_sections_in_sync(docs, "LSOGCTDN", tested, kUntestable);
   // Every section of the file belongs to one of the catalogue tests (F: test_npy.cpp).
-  for (const auto& [id, templ] : docs) {
+  for (const auto& entry : docs) {
+    const std::string &id = entry.first, &templ = entry.second;
     INFO(id, ": ", templ);
     CHECK(std::string("AWXP" "LSOGC" "F" "TDN").find(id[0]) != std::string::npos);
   }

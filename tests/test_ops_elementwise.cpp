@@ -87,7 +87,8 @@ TEST_CASE("ops: unary ops match a double loop on every layout and float dtype") 
     for (DType dt : float_dtypes())
       for (const auto& c : cases)
         for (auto& [layout, x] : layouts({3, 5, 7}, dt, dev, 11, c.positive)) {
-          INFO(c.name, " ", dtype_name(dt), " ", layout);
+          const std::string name = layout;  // INFO captures in a lambda: a variable, not a binding
+          INFO(c.name, " ", dtype_name(dt), " ", name);
           Tensor out = c.op(x);
           CHECK(out.dtype() == dt);
           CHECK(out.shape() == x.shape());
@@ -104,7 +105,8 @@ TEST_CASE("ops: binary ops broadcast over strided, offset and broadcast views") 
     DEVICE_CONTEXT(dev);
     for (DType dt : float_dtypes())
       for (auto& [layout, a] : layouts({4, 6}, dt, dev, 21)) {
-        INFO(dtype_name(dt), " ", layout);
+        const std::string name = layout;  // INFO captures in a lambda: a variable, not a binding
+        INFO(dtype_name(dt), " ", name);
         Tensor b_full = Tensor::randn({4, 6}, dt, dev, 22).t().contiguous().t();  // column-major
         Tensor b_row = Tensor::randn({6}, dt, dev, 23);
         Tensor b_col = Tensor::randn({8, 1}, dt, dev, 24).narrow(0, 3, 4);  // (4, 1), offset 3

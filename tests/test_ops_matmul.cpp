@@ -48,7 +48,8 @@ TEST_CASE("ops: matmul on every layout, dtype and broadcast batch") {
       // 2-D, every layout pair.
       for (auto& [la, a] : layouts({5, 7}, dt, dev, 91))
         for (auto& [lb, b] : layouts({7, 3}, dt, dev, 92)) {
-          INFO(dtype_name(dt), " lhs ", la, " rhs ", lb);
+          const std::string lhs = la, rhs = lb;  // INFO captures in a lambda: variables, not bindings
+          INFO(dtype_name(dt), " lhs ", lhs, " rhs ", rhs);
           Tensor c = matmul(a, b);
           CHECK(c.dims() == std::vector<size_t>{5, 3});
           check_close(c, matmul_ref(a, b, c.shape()), matmul_tol(dt, 7));

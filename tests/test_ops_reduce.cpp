@@ -44,7 +44,8 @@ TEST_CASE("ops: sum, mean, max, min over dim lists, keepdim or not") {
       for (auto& [layout, x] : layouts({3, 4, 5}, dt, dev, 61))
         for (const auto& dims : dim_sets)
           for (bool keep : {false, true}) {
-            INFO(dtype_name(dt), " ", layout, " dims ", to_string(dims), " keepdim ", keep);
+            const std::string name = layout;  // INFO captures in a lambda: a variable, not a binding
+            INFO(dtype_name(dt), " ", name, " dims ", to_string(dims), " keepdim ", keep);
             std::vector<size_t> rd = dims;
             std::sort(rd.begin(), rd.end());
             std::vector<size_t> want_dims;
@@ -100,7 +101,8 @@ TEST_CASE("ops: softmax and log_softmax over the last dim, stable for large inpu
     DEVICE_CONTEXT(dev);
     for (DType dt : float_dtypes())
       for (auto& [layout, x] : layouts({4, 3, 37}, dt, dev, 71)) {
-        INFO(dtype_name(dt), " ", layout);
+        const std::string name = layout;  // INFO captures in a lambda: a variable, not a binding
+        INFO(dtype_name(dt), " ", name);
         auto xv = x.to_f64_vec();
         const size_t cols = 37;
         std::vector<double> sm(xv.size()), lsm(xv.size());
@@ -126,7 +128,8 @@ TEST_CASE("ops: rms_norm and layer_norm against a double loop") {
     DEVICE_CONTEXT(dev);
     for (DType dt : float_dtypes())
       for (auto& [layout, x] : layouts({5, 2, 24}, dt, dev, 81)) {
-        INFO(dtype_name(dt), " ", layout);
+        const std::string name = layout;  // INFO captures in a lambda: a variable, not a binding
+        INFO(dtype_name(dt), " ", name);
         const size_t d = 24;
         Tensor w = Tensor::randn({2 * d}, dt, dev, 82).narrow(0, 3, d);
         Tensor b = Tensor::randn({d}, dt, dev, 83);

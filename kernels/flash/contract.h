@@ -26,6 +26,13 @@
 //    A query that sees no key gets out = 0 and lse = -inf.
 // 4. The logit of a visible key: cap(softmax_scale * q.k) - slope[h] * |pos - t|,
 //    cap(x) = softcap * tanh(x / softcap) when softcap > 0, else x.
+// 5. Non-finite values propagate, as in the reference and PyTorch: a NaN or +inf logit among
+//    the keys a query sees (a NaN or inf in its q row, in a visible key, a softcap of inf)
+//    makes the query's out and lse NaN; a NaN or inf in V reaches the out channels it
+//    touches. Keys a query does not see never reach its logits, but a NaN or inf in such a
+//    key's V row may still reach its out when a tile holds both (the P V product multiplies
+//    it by an exact 0, and 0 x NaN is NaN), as in a matmul-based reference. Only a query
+//    that sees no key gets 0 and -inf (row_saw_keys below).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -266,6 +273,17 @@ template <class T>
 WICK_HOST_DEVICE inline T logit(T qk, T softmax_scale, T softcap, T slope, int64_t pos, int64_t t) {
   return soft_cap(softmax_scale * qk, softcap) + alibi_bias(slope, pos, t);
 }
+
+// ---- 5. the end of a row ---------------------------------------------------------------------
+
+// The online softmax ends a query row with l = sum of exp(logit - m) over the keys it saw.
+// l == 0 exactly when the row saw no key (the running max stayed -inf): out = 0, lse = -inf.
+// Otherwise l >= 1 (the max key adds exp(0)), unless a NaN or +inf logit reached the row,
+// which makes l NaN: dividing by it and taking its log then give NaN out and NaN lse, so
+// 1 / l and log(l) are used whenever l != 0 (never a test l > 0, which would turn NaN into
+// the "no key" result).
+WICK_HOST_DEVICE inline bool row_saw_keys(float l) { return l != 0.f; }
+WICK_HOST_DEVICE inline float row_inv_sum(float l) { return row_saw_keys(l) ? 1.f / l : 0.f; }
 
 // ALiBi slope of query head h (0 without ALiBi).
 WICK_HOST_DEVICE inline float alibi_slope(const FlashFwdParams& p, int h) {

@@ -2,6 +2,7 @@
 // log-sum-exp. With split s holding normalised O_s and lse_s:
 //   lse = log(sum_s exp(lse_s)),   O = sum_s exp(lse_s - lse) * O_s
 // Splits that saw no key carry lse_s = -inf and weigh 0; a row no split saw gets 0 and -inf.
+// A split whose lse is NaN (a NaN or +inf logit, contract step 5) makes the row NaN.
 // Grid: (ceil(max_seqlen_q / 4), num_heads, batch); one warp per (row, head), 4 channels per
 // lane per step (head_size is a multiple of 8).
 #pragma once
@@ -26,18 +27,26 @@ __global__ void __launch_bounds__(kCombineWarps * 32)
   const int64_t slot0 = (sb.q_row0 + i) * p.num_heads + h;   // split 0's slot
   const int64_t split_step = p.total_q * p.num_heads;         // slots between splits
   float mx = -INFINITY;
-  for (int s = lane; s < num_splits; s += 32) mx = fmaxf(mx, lseacc[slot0 + s * split_step]);
+  bool nan_split = false;
+  for (int s = lane; s < num_splits; s += 32) {
+    const float ls = lseacc[slot0 + s * split_step];
+    mx = fmaxf(mx, ls);  // fmaxf skips NaN: nan_split keeps it
+    nan_split |= ls != ls;
+  }
   for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  nan_split = __any_sync(0xffffffffu, nan_split);
   float sum = 0.f;
   if (mx != -INFINITY)
     for (int s = lane; s < num_splits; s += 32) sum += expf(lseacc[slot0 + s * split_step] - mx);
   for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-  const float lse = mx == -INFINITY ? -INFINITY : mx + logf(sum);
+  const float lse = nan_split ? NAN : (mx == -INFINITY ? -INFINITY : mx + logf(sum));
 
   Elem* out = static_cast<Elem*>(p.out) + o_offset(p, b, sb, i, h);
   for (int c = lane * 4; c < p.head_size; c += 128) {
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (lse != -INFINITY) {
+    if (nan_split) {
+      acc = make_float4(NAN, NAN, NAN, NAN);
+    } else if (lse != -INFINITY) {
       for (int s = 0; s < num_splits; ++s) {
         const int64_t slot = slot0 + s * split_step;
         const float ls = lseacc[slot];

@@ -495,14 +495,14 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
         float l = l_run[mt][rr];
         l += __shfl_xor_sync(0xffffffffu, l, 1);
         l += __shfl_xor_sync(0xffffffffu, l, 2);
-        const float inv = l > 0.f ? 1.f / l : 0.f;
+        const float inv = row_inv_sum(l);  // contract step 5: NaN stays NaN
         const int row = mt * 16 + g + 8 * rr, r = r0 + wm * kWarpRows + row;
 #pragma unroll
         for (int d = 0; d < kDV / 8; ++d)
           *reinterpret_cast<uint32_t*>(sOw + row * kStrideQK + 8 * d + 2 * tq) =
               pack2<Elem>(o[mt][d][2 * rr] * inv, o[mt][d][2 * rr + 1] * inv);
         if (p.lse && tq == 0 && col_chunk == 0 && r < r_end)
-          p.lse[lse_offset(p, b, sb, r, head_y)] = l > 0.f ? (m_run[mt][rr] * sc + log2f(l)) * kLn2 : -INFINITY;
+          p.lse[lse_offset(p, b, sb, r, head_y)] = row_saw_keys(l) ? (m_run[mt][rr] * sc + log2f(l)) * kLn2 : -INFINITY;
       }
     }
     __syncwarp();
@@ -564,8 +564,8 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
       acc[0] += wt * x0.x; acc[1] += wt * x0.y; acc[2] += wt * x0.z; acc[3] += wt * x0.w;
       acc[4] += wt * x1.x; acc[5] += wt * x1.y; acc[6] += wt * x1.z; acc[7] += wt * x1.w;
     }
-    const float inv = l > 0.f ? 1.f / l : 0.f;
-    const float lse = l > 0.f ? (mx + log2f(l)) * kLn2 : -INFINITY;
+    const float inv = row_inv_sum(l);  // contract step 5: NaN stays NaN
+    const float lse = row_saw_keys(l) ? (mx + log2f(l)) * kLn2 : -INFINITY;
     const int i = r / G, h = row_head(r), col = v_col0 + cc;
     if (args.num_splits == 1) {
       if (col < hs) {

@@ -10,7 +10,8 @@
 //      b. running max m_new = max(m, max over the tile)
 //      c. p_j = exp(s_j - m_new), correction = exp(m - m_new)
 //      d. l = l * correction + sum_j p_j;  acc = acc * correction + sum_j p_j * v_j
-//   3. out = acc / l (0 when l == 0), lse = m + log(l) (-inf when l == 0)
+//   3. out = acc / l (0 when l == 0), lse = m + log(l) (-inf when l == 0); a NaN logit
+//      makes the running max NaN (nan_max), so l, out and lse end NaN (contract step 5)
 // Grid: (ceil(max_seqlen_q / 4), num_heads, batch), 4 warps per block. Any head size up to
 // 512, any alignment: every access is a scalar load, which is why it is slow.
 #include <cuda_runtime.h>
@@ -30,6 +31,9 @@ namespace {
 constexpr int kNaiveWarps = 4;
 constexpr int kNaiveMaxHead = 512;
 constexpr int kNaiveCols = kNaiveMaxHead / 32;  // output channels per lane
+
+// max(a, b) that returns NaN when either is NaN.
+__device__ __forceinline__ float nan_max(float a, float b) { return (a > b || a != a) ? a : b; }
 
 template <class Elem>
 __global__ void __launch_bounds__(kNaiveWarps * 32) flash_naive_kernel(const FlashFwdParams p) {
@@ -70,10 +74,11 @@ __global__ void __launch_bounds__(kNaiveWarps * 32) flash_naive_kernel(const Fla
       for (int d = 0; d < p.head_size; ++d) qk += s_q[warp][d] * to_float(kt[d]);
       sc = logit(qk, p.softmax_scale, p.softcap, slope, pos, t);
     }
-    // b. running max
+    // b. running max; NaN wins (fmaxf would drop it, and a row whose logits are all NaN
+    //    would look like a row that saw no key)
     float tile_max = sc;
-    for (int o = 16; o > 0; o /= 2) tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, o));
-    const float m_new = fmaxf(m, tile_max);
+    for (int o = 16; o > 0; o /= 2) tile_max = nan_max(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, o));
+    const float m_new = nan_max(m, tile_max);
     if (m_new == -INFINITY) continue;  // nothing visible yet: l and acc stay 0
     // c. probabilities and the correction of what was summed so far
     const float pj = expf(sc - m_new);
@@ -98,15 +103,15 @@ __global__ void __launch_bounds__(kNaiveWarps * 32) flash_naive_kernel(const Fla
     }
   }
 
-  // 3. normalise and write
-  const float inv = l > 0.f ? 1.f / l : 0.f;
+  // 3. normalise and write (contract step 5: NaN stays NaN)
+  const float inv = row_inv_sum(l);
   Elem* out = static_cast<Elem*>(p.out) + o_offset(p, b, s, i, h);
 #pragma unroll
   for (int c = 0; c < kNaiveCols; ++c) {
     const int d = lane + 32 * c;
     if (d < p.head_size) out[d] = from_float<Elem>(acc[c] * inv);
   }
-  if (p.lse && lane == 0) p.lse[lse_offset(p, b, s, i, h)] = l > 0.f ? m + logf(l) : -INFINITY;
+  if (p.lse && lane == 0) p.lse[lse_offset(p, b, s, i, h)] = row_saw_keys(l) ? m + logf(l) : -INFINITY;
 }
 
 }  // namespace

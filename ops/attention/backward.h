@@ -10,12 +10,16 @@
 //
 // Two implementations of the same math, both in f32; ops/attention/dispatch.cpp picks one
 // by device:
-//   host_backward: untiled, on the host with Eigen (for CPU tensors; for CUDA tensors it
-//     copies them over and the gradients back, which tests use as the reference).
+//   host_backward: tiled like the forward (kBlockM query rows x kBlockN keys at a time,
+//     only the key tiles a query tile can see), on the host with Eigen (for CPU tensors;
+//     for CUDA tensors it copies them over and the gradients back, which tests use as the
+//     reference). It reads q, k, v, out and grad_out where they lie, in their dtype and
+//     layout; its extra memory is O(tokens): dq in q's dtype and f32 dK / dV accumulators
+//     of k's and v's element counts, each only when that gradient is needed.
 //   cuda_backward: the kernels of kernels/flash_bwd/; everything stays on the device; dQ,
 //     dK, dV are summed in f32 and cast once. Step map to the host code: the kernels' step
-//     1 is `Dsum`, step 2b is `S`/`T`/`P`/`dP`/`dS` of one (row, key), step 2c is `dV`, `dK`
-//     and `dQ`, step 2d the `dk +=`/`dv +=` over a group, step 3 `to_tensor`.
+//     1 is `dsum_`, step 2b is the P / dS of one (row, key) in query_tile, step 2c is `dQ_`,
+//     `add_rows` of dK and dV, step 2d the sum over a group, step 3 `finish`.
 #pragma once
 #include <array>
 
@@ -24,15 +28,18 @@
 namespace wick::attention {
 
 // plan: the checked plan of the forward's (op, q, k, v); out, lse: the forward's outputs;
-// grad_out like out. Returns (dq, dk, dv) with the shapes of q, k, v (contiguous), q's
-// dtype, on q's device.
+// grad_out like out (any layout). Returns (dq, dk, dv) with the shapes of q, k, v
+// (contiguous), q's dtype, on q's device; an entry whose `needed` flag is false is an
+// undefined Tensor and costs nothing.
 std::array<Tensor, 3> host_backward(const AttnPlan& plan, const Tensor& q, const Tensor& k, const Tensor& v,
-                                    const Tensor& out, const Tensor& lse, const Tensor& grad_out);
+                                    const Tensor& out, const Tensor& lse, const Tensor& grad_out,
+                                    std::array<bool, 3> needed = {true, true, true});
 
 #ifdef WICK_WITH_CUDA
 // The same on the device's kernels (CUDA tensors).
 std::array<Tensor, 3> cuda_backward(const AttnPlan& plan, const Tensor& q, const Tensor& k, const Tensor& v,
-                                    const Tensor& out, const Tensor& lse, const Tensor& grad_out);
+                                    const Tensor& out, const Tensor& lse, const Tensor& grad_out,
+                                    std::array<bool, 3> needed = {true, true, true});
 #endif
 
 }  // namespace wick::attention

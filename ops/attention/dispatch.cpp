@@ -55,11 +55,12 @@ std::pair<Tensor, Tensor> run_forward_alloc(const AttnPlan& plan) {
 }
 
 std::array<Tensor, 3> run_backward(const AttnPlan& plan, const Tensor& q, const Tensor& k, const Tensor& v,
-                                   const Tensor& out, const Tensor& lse, const Tensor& grad_out) {
-  if (plan.device.is_cpu()) return host_backward(plan, q, k, v, out, lse, grad_out);
+                                   const Tensor& out, const Tensor& lse, const Tensor& grad_out,
+                                   std::array<bool, 3> needed) {
+  if (plan.device.is_cpu()) return host_backward(plan, q, k, v, out, lse, grad_out, needed);
 #ifdef WICK_WITH_CUDA
   set_current_device(plan.device);
-  return cuda_backward(plan, q, k, v, out, lse, grad_out);
+  return cuda_backward(plan, q, k, v, out, lse, grad_out, needed);
 #else
   no_cuda(plan.device);
 #endif

@@ -18,8 +18,9 @@ void run_forward(const AttnPlan& plan);
 std::pair<Tensor, Tensor> run_forward_alloc(const AttnPlan& plan);
 
 // The backward of a forward run from `plan` (backward.h): host_backward for CPU tensors,
-// cuda_backward for CUDA tensors. Returns (dq, dk, dv).
+// cuda_backward for CUDA tensors. Returns (dq, dk, dv); those not `needed` are undefined.
 std::array<Tensor, 3> run_backward(const AttnPlan& plan, const Tensor& q, const Tensor& k, const Tensor& v,
-                                   const Tensor& out, const Tensor& lse, const Tensor& grad_out);
+                                   const Tensor& out, const Tensor& lse, const Tensor& grad_out,
+                                   std::array<bool, 3> needed = {true, true, true});
 
 }  // namespace wick::attention

@@ -2,6 +2,7 @@
 // does and runs it. Checks live in plan.cpp; the device choice in dispatch.cpp.
 #include "ops/attention/flash_attn.h"
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -23,14 +24,22 @@ std::optional<Tensor> opt(const Tensor* t) { return t ? std::optional<Tensor>(*t
 // recomputes the softmax from the LSE (dispatch.h: run_backward). The LSE is not recorded.
 std::pair<Tensor, Tensor> run(const char* name, const attention::AttnPlan& plan, const Tensor& q, const Tensor& k,
                               const Tensor& v) {
-  auto [out, lse] = attention::run_forward_alloc(plan);
-  if (!autograd::should_record(q, k, v)) return {out, lse};
-  auto backward = [plan, qd = q.detach(), kd = k.detach(), vd = v.detach(), od = out.detach(),
-                   lse](const Tensor& grad_out) {
-    const auto g = attention::run_backward(plan, qd, kd, vd, od, lse, grad_out);
+  // Named tensors, not structured bindings: the backward closure captures them.
+  std::pair<Tensor, Tensor> fwd = attention::run_forward_alloc(plan);
+  const Tensor out = fwd.first, lse = fwd.second;
+  if (!autograd::should_record(q, k, v)) return fwd;
+  // Only the gradients some input needs are computed (a frozen k and v cost no dK / dV).
+  const std::array<bool, 3> needed{q.requires_grad(), k.requires_grad(), v.requires_grad()};
+  Tensor qd = q.detach(), kd = k.detach(), vd = v.detach(), od = out.detach();
+  auto backward = [plan, qd, kd, vd, od, lse, needed](const Tensor& grad_out) {
+    const auto g = attention::run_backward(plan, qd, kd, vd, od, lse, grad_out, needed);
     return std::vector<Tensor>{g[0], g[1], g[2]};
   };
-  return {autograd::record(out, name, {q, k, v}, std::move(backward)), lse};
+  // Everything the backward reads, the plan's index tensors included: writing into any of
+  // them after the forward makes the backward raise G29.
+  const std::vector<Tensor> saved{qd, kd, vd, od, lse, plan.seqlens_q, plan.seqlens_k, plan.block_table,
+                                  plan.mm_prefix_ranges, plan.alibi_slopes};
+  return {autograd::record(out, name, {q, k, v}, std::move(backward), saved), lse};
 }
 
 }  // namespace

@@ -8,6 +8,16 @@ namespace wick {
 namespace {
 // code: the message's docs/errors.md id.
 [[noreturn]] void fail(const char* code, const std::string& msg) { throw Error(code, msg); }
+
+// The cumulative key length after sequence b (total tokens of sequences 0..b) as U32, the
+// dtype of seqlens_k; P17 past 2^32 - 1 instead of wrapping.
+uint32_t cumulative_u32(const char* fn, size_t b, uint64_t total) {
+  if (total > UINT32_MAX)
+    fail("P17", std::string("PagedKvCache::") + fn + ": the first " + std::to_string(b + 1) + " sequences hold " +
+                    std::to_string(total) +
+                    " tokens, more than U32 cumulative lengths count (2^32 - 1); bind fewer sequences per call");
+  return static_cast<uint32_t>(total);
+}
 }  // namespace
 
 PagedKvCache::PagedKvCache(size_t num_blocks, size_t page_block_size, size_t num_heads_k,
@@ -32,6 +42,8 @@ PagedKvCache::PagedKvCache(size_t num_blocks, size_t page_block_size, size_t num
   }
   free_.reserve(num_blocks);
   for (size_t b = num_blocks; b-- > 0;) free_.push_back(static_cast<int32_t>(b));  // block 0 first
+  state_.assign(num_blocks, BlockState::kFree);
+  owner_.assign(num_blocks, 0);
 }
 
 int32_t PagedKvCache::allocate_block() {
@@ -39,6 +51,14 @@ int32_t PagedKvCache::allocate_block() {
     fail("P08", "PagedKvCache::allocate_block: all " + std::to_string(num_blocks_) + " blocks are in use");
   int32_t b = free_.back();
   free_.pop_back();
+  state_[static_cast<size_t>(b)] = BlockState::kCaller;
+  return b;
+}
+
+int32_t PagedKvCache::take_block(uint64_t seq_id) {
+  const int32_t b = allocate_block();
+  state_[static_cast<size_t>(b)] = BlockState::kSequence;
+  owner_[static_cast<size_t>(b)] = seq_id;
   return b;
 }
 
@@ -46,8 +66,14 @@ void PagedKvCache::release_block(int32_t block) {
   if (block < 0 || static_cast<size_t>(block) >= num_blocks_)
     fail("P09", "PagedKvCache::release_block: block " + std::to_string(block) + " is outside [0, " +
          std::to_string(num_blocks_) + ")");
-  if (std::find(free_.begin(), free_.end(), block) != free_.end())
+  const size_t b = static_cast<size_t>(block);
+  if (state_[b] == BlockState::kFree)
     fail("P10", "PagedKvCache::release_block: block " + std::to_string(block) + " is already free");
+  if (state_[b] == BlockState::kSequence)
+    fail("P16", "PagedKvCache::release_block: block " + std::to_string(block) + " belongs to sequence " +
+                    std::to_string(owner_[b]) + ", which still reads it; free(" + std::to_string(owner_[b]) +
+                    ") returns a sequence's blocks");
+  state_[b] = BlockState::kFree;
   free_.push_back(block);
 }
 
@@ -75,6 +101,10 @@ void PagedKvCache::write_rows(const Tensor& cache_view, const Tensor& src, int32
 }
 
 void PagedKvCache::append(uint64_t seq_id, const Tensor& k_new, const Tensor& v_new) {
+  for (const Tensor* t : {&k_new, &v_new})
+    if (!t->defined())
+      fail("L12", std::string("PagedKvCache::append: ") + (t == &k_new ? "k_new" : "v_new") +
+                      " is an empty (default-constructed) tensor");
   const Shape want{k_new.rank() == 3 ? k_new.dim(0) : 0, num_heads_k_, head_size_};
   for (const Tensor* t : {&k_new, &v_new}) {
     const char* name = t == &k_new ? "k_new" : "v_new";
@@ -115,7 +145,7 @@ PagedKvCache::Seq& PagedKvCache::make_room(const char* fn, uint64_t seq_id, size
          std::to_string(n) + " new tokens but only " + std::to_string(free_.size()) + " of " +
          std::to_string(num_blocks_) + " blocks are free; free finished sequences or make the cache larger");
   Seq& s = seqs_[seq_id];
-  while (s.blocks.size() < need) s.blocks.push_back(allocate_block());
+  while (s.blocks.size() < need) s.blocks.push_back(take_block(seq_id));
   return s;
 }
 
@@ -144,7 +174,7 @@ StepLayout PagedKvCache::step_layout(const std::vector<uint64_t>& seq_ids, const
   for (size_t b = 0; b < seq_ids.size(); ++b) {
     const Seq& s = seq("step_layout", seq_ids[b]);
     l.seqlens_q[b + 1] = l.seqlens_q[b] + static_cast<uint32_t>(query_lens[b]);
-    l.seqlens_k[b + 1] = l.seqlens_k[b] + static_cast<uint32_t>(s.len);
+    l.seqlens_k[b + 1] = cumulative_u32("step_layout", b, uint64_t{l.seqlens_k[b]} + s.len);
     l.max_seqlen_q = std::max(l.max_seqlen_q, query_lens[b]);
     l.max_seqlen_k = std::max(l.max_seqlen_k, s.len);
     cols = std::max(cols, s.blocks.size());
@@ -161,7 +191,10 @@ StepLayout PagedKvCache::step_layout(const std::vector<uint64_t>& seq_ids, const
 
 void PagedKvCache::free(uint64_t seq_id) {
   const Seq& s = seq("free", seq_id);
-  for (auto it = s.blocks.rbegin(); it != s.blocks.rend(); ++it) free_.push_back(*it);
+  for (auto it = s.blocks.rbegin(); it != s.blocks.rend(); ++it) {
+    state_[static_cast<size_t>(*it)] = BlockState::kFree;
+    free_.push_back(*it);
+  }
   seqs_.erase(seq_id);
 }
 
@@ -183,8 +216,11 @@ Tensor PagedKvCache::block_table(const std::vector<uint64_t>& seq_ids, DType dty
 
 Tensor PagedKvCache::seqlens_k(const std::vector<uint64_t>& seq_ids) const {
   std::vector<uint32_t> cu(seq_ids.size() + 1, 0);
-  for (size_t b = 0; b < seq_ids.size(); ++b)
-    cu[b + 1] = cu[b] + static_cast<uint32_t>(seq("seqlens_k", seq_ids[b]).len);
+  uint64_t total = 0;
+  for (size_t b = 0; b < seq_ids.size(); ++b) {
+    total += seq("seqlens_k", seq_ids[b]).len;  // at most num_blocks * page per sequence: no wrap
+    cu[b + 1] = cumulative_u32("seqlens_k", b, total);
+  }
   return Tensor::from_vec(cu, Shape{cu.size()}, device_);
 }
 

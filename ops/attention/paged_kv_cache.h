@@ -46,8 +46,10 @@ class PagedKvCache {
   size_t seq_len(uint64_t seq_id) const;                       // tokens stored
   const std::vector<int32_t>& blocks(uint64_t seq_id) const;   // block ids in token order
 
-  // The block allocator itself: one block off the free list (throws when none is free), and
-  // back. append()/free() use these; they are public for callers that manage blocks directly.
+  // The block allocator itself, for callers that manage blocks directly: one block off the
+  // free list (throws when none is free), and back. release_block refuses a block a live
+  // sequence holds (P16: the next allocation would hand it to another sequence, which would
+  // overwrite the first one's keys); free(seq_id) returns those.
   int32_t allocate_block();
   void release_block(int32_t block);
 
@@ -82,6 +84,7 @@ class PagedKvCache {
   };
   const Seq& seq(const char* fn, uint64_t seq_id) const;
   Seq& make_room(const char* fn, uint64_t seq_id, size_t n);
+  int32_t take_block(uint64_t seq_id);  // allocate_block() for a sequence (make_room)
   void write_rows(const Tensor& cache_view, const Tensor& src, int32_t block, size_t row,
                   size_t src_row, size_t n);
 
@@ -92,6 +95,10 @@ class PagedKvCache {
   Tensor storage_tensor_;  // the backing tensor (two for Separate: k_ holds its own)
   Tensor k_, v_;
   std::vector<int32_t> free_;  // a stack: the most recently freed block is reused first
+  // Per block: who holds it. kFree blocks are on free_; a sequence's blocks name it in owner_.
+  enum class BlockState : uint8_t { kFree, kCaller, kSequence };
+  std::vector<BlockState> state_;
+  std::vector<uint64_t> owner_;  // the sequence of a kSequence block
   std::map<uint64_t, Seq> seqs_;
 };
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "kernels/flash/validate.h"
 #include "tensor/device_fault.h"
@@ -29,6 +30,14 @@ std::string must_be_on(const char* name, const Device& q_dev) {
 }
 
 std::string dims_str(const Tensor& t) { return to_string(t.shape()); }
+
+// Wick, before step 0: every tensor argument holds a tensor (candle's cannot be missing).
+void check_defined(const char* op, const char* name, const Tensor& t) {
+  if (!t.defined()) throw Error("W18", std::string(op) + ": " + name + " is an empty (default-constructed) tensor");
+}
+void check_defined(const char* op, const char* name, const std::optional<Tensor>& t) {
+  if (t) check_defined(op, name, *t);
+}
 
 // Step 0 of both ops: k and v on q's device; q f16 or bf16.
 void check_devices_and_dtype(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
@@ -89,6 +98,15 @@ int to_i32(const char* op, const char* what, size_t value) {
     fail("W03", std::string(op) + ": " + what + " " + std::to_string(value) +
          " does not fit in 32 bits (the kernels index sequences and heads with int)");
   return static_cast<int>(value);
+}
+
+// Wick: a page size of 0 passes candle's checks (0 is a multiple of 32) but has no rows to
+// hold a token, and the kernels index pages with int.
+void check_page_size(size_t page_block_size) {
+  if (page_block_size == 0)
+    throw Error("W19", std::string(kVarlenOp) +
+                           ": page_block_size is 0; paged k/v need blocks of a positive multiple of 32 rows");
+  to_i32(kVarlenOp, "page_block_size", page_block_size);
 }
 
 // Wick: head_size 0 passes candle's checks but has nothing to attend with.
@@ -285,6 +303,10 @@ void check_mm_prefix(const Tensor& m, size_t batch_size, const Device& q_dev) {
 AttnPlan plan_varlen(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k, const Tensor& v) {
   AttnPlan plan;
   auto& p = plan.params;
+  for (auto [name, t] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}}) check_defined(kVarlenOp, name, *t);
+  check_defined(kVarlenOp, "block_table", op.block_table);
+  check_defined(kVarlenOp, "mm_prefix_ranges", op.mm_prefix_ranges);
+  check_defined(kVarlenOp, "alibi_slopes", op.alibi_slopes);
   // 0. devices, q's dtype
   check_devices_and_dtype(kVarlenOp, q, k, v);
   const Device dev = q.device();
@@ -356,6 +378,7 @@ AttnPlan plan_varlen(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k
 
   // ---- wick's stricter checks: they read values, so the small index tensors come to the host
   check_head_size_nonzero(kVarlenOp, head_size, q);
+  if (paged) check_page_size(page_block_size);
   p.max_seqlen_q = to_i32(kVarlenOp, "max_seqlen_q", op.max_seqlen_q);
   p.max_seqlen_k = to_i32(kVarlenOp, "max_seqlen_k", op.max_seqlen_k);
   p.num_heads = to_i32(kVarlenOp, "num_heads", num_heads);
@@ -439,6 +462,8 @@ AttnPlan plan_varlen(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k
 AttnPlan plan_batched(const FlashAttn& op, const Tensor& q, const Tensor& k, const Tensor& v) {
   AttnPlan plan;
   auto& p = plan.params;
+  for (auto [name, t] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}}) check_defined(kBatchedOp, name, *t);
+  check_defined(kBatchedOp, "alibi_slopes", op.alibi_slopes);
   // 0. devices, q's dtype
   check_devices_and_dtype(kBatchedOp, q, k, v);
   const Device dev = q.device();

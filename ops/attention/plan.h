@@ -19,6 +19,15 @@
 
 namespace wick::attention {
 
+// What the device-side value checks need besides the params (AttnPlan::device_checks).
+// Defined outside AttnPlan: std::optional of a nested struct with default member
+// initializers is not default-constructible inside its enclosing class for clang.
+struct PlanDeviceChecks {
+  int64_t total_k = 0;     // rows of packed k
+  int64_t table_cols = 0;  // block_table columns
+  bool table_unsigned = false;
+};
+
 struct AttnPlan {
   // Inputs filled by plan_*(); out/lse pointers and o_*/lse_* strides by bind_outputs().
   kernels::FlashFwdParams params;
@@ -36,11 +45,7 @@ struct AttnPlan {
   // Set when the value checks (W04-W08, W10-W11) run on the device: a varlen call on CUDA
   // tensors outside strict mode. What they need besides params, and the call's verdict
   // (params.verdict points into it; the backward reads it too).
-  struct DeviceChecks {
-    int64_t total_k = 0;     // rows of packed k
-    int64_t table_cols = 0;  // block_table columns
-    bool table_unsigned = false;
-  };
+  using DeviceChecks = PlanDeviceChecks;
   std::optional<DeviceChecks> device_checks;
   Tensor verdict;
 };
