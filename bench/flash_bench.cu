@@ -9,13 +9,19 @@
 //   D  paged decode: one query per sequence, GQA 32/8, d128, page 64, shuffled;
 //      (B, ctx) = (64, 4096), (64, 16384), (128, 8192), (1, 32768); K+V bytes / time
 //   copy: a device-to-device copy of 2 GiB (read + write bytes / time), the bandwidth roof
+//   L  the kernel ladder (docs/kernels.md): workload A at d128 h16 through each level, from
+//      the lesson kernel to the library's tensor-core instance, each level's output compared
+//      with the lesson kernel's on the same inputs (max_diff; a level off by more than 0.02
+//      makes the program exit 1)
 // FLOPs: 4 * d * h * (visible query-key pairs); causal counts sq * (sq + 1) / 2 pairs per
 // sequence when sq == sk, the convention torch's and FlashAttention's benchmarks use.
-// Options: --json FILE, --only GROUPS (e.g. "ABD", "copy"), --filter NAME_SUBSTRING.
+// Options: --json FILE, --only GROUPS (e.g. "ABD", "copy"; L runs only when named),
+// --filter NAME_SUBSTRING.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -44,6 +50,8 @@ using wick::kernels::FlashFwdParams;
 namespace {
 
 FILE* g_json = nullptr;
+bool g_check = false;      // compare each run's output with the lesson kernel's (group L)
+double g_worst_diff = 0;   // largest such difference seen
 // The launch under test: the library's dispatch, or a tile-shape variant (--variants).
 std::function<void(const FlashFwdParams&)> g_launch = [](const FlashFwdParams& p) {
   wick::kernels::flash_fwd(p, nullptr);
@@ -125,10 +133,12 @@ double time_median(F&& fn, int sets) {
   return ms[runs / 2];
 }
 
-void emit(const std::string& name, double ms, const char* unit, double value) {
+void emit(const std::string& name, double ms, const char* unit, double value, double max_diff = -1) {
   char line[512];
-  std::snprintf(line, sizeof line, "{\"impl\": \"wick\", \"name\": \"%s\", \"ms\": %.5f, \"%s\": %.2f}", name.c_str(),
-                ms, unit, value);
+  int n = std::snprintf(line, sizeof line, "{\"impl\": \"wick\", \"name\": \"%s\", \"ms\": %.5f, \"%s\": %.2f",
+                        name.c_str(), ms, unit, value);
+  if (max_diff >= 0) n += std::snprintf(line + n, sizeof line - n, ", \"max_diff\": %.3g", max_diff);
+  std::snprintf(line + n, sizeof line - n, "}");
   std::printf("%s\n", line);
   std::fflush(stdout);
   if (g_json) std::fprintf(g_json, "%s\n", line);
@@ -224,8 +234,35 @@ double run_prefill(const std::string& name, const Prefill& w) {
       },
       sets);
   CK(cudaGetLastError());
+  double max_diff = -1;
+  if (g_check) {
+    // The same inputs through the lesson kernel and through the launch under test.
+    FlashFwdParams q = p;
+    q.q = qs[0]->p, q.k = ks[0]->p, q.v = vs[0]->p;
+    Dev ref(q_elems * 2);
+    q.out = ref.p;
+    wick::kernels::flash_fwd_naive(q, nullptr);
+    q.out = os[0]->p;
+    g_launch(q);
+    CK(cudaDeviceSynchronize());
+    std::vector<uint16_t> a(q_elems), b(q_elems);
+    CK(cudaMemcpy(a.data(), ref.p, q_elems * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(b.data(), os[0]->p, q_elems * 2, cudaMemcpyDeviceToHost));
+    auto f32 = [](uint16_t x) {
+      const uint32_t u = uint32_t(x) << 16;
+      float f;
+      std::memcpy(&f, &u, 4);
+      return f;
+    };
+    max_diff = 0;
+    for (size_t i = 0; i < q_elems; ++i) {
+      const double d = std::fabs(double(f32(a[i])) - double(f32(b[i])));
+      max_diff = std::isnan(d) ? INFINITY : std::max(max_diff, d);
+    }
+    g_worst_diff = std::max(g_worst_diff, max_diff);
+  }
   const double tflops = 4.0 * w.d * w.h * pairs(w) / (ms * 1e-3) / 1e12;
-  emit(name, ms, "tflops", tflops);
+  emit(name, ms, "tflops", tflops, max_diff);
   for (auto* x : qs) delete x;
   for (auto* x : ks) delete x;
   for (auto* x : vs) delete x;
@@ -338,6 +375,38 @@ int main(int argc, char** argv) {
     }
     for (int chunk : {1, 16}) variant(PrefillConfig<128>::type{}, chunk, "B_S1024_d128", 128, s1k, false);
     for (int chunk : {1, 4}) variant(PrefillConfig<128>::type{}, chunk, "B_S4096_d128_causal", 128, s4k, true);
+  }
+  if (only.find('L') != std::string::npos) {
+    // The kernel ladder: one workload (A, d128 h16) through each level. Level 1 is the lesson
+    // kernel (flash_naive.cu); levels 2-4 are the tensor-core template of
+    // flash_fwd_kernel.cuh with fewer of its choices: 16 query rows per warp and two shared-
+    // memory stages, then two 16-row tiles per warp (each K/V fragment feeds two mmas), then
+    // three stages, the library's d128 instance (through the library's dispatch).
+    using namespace wick::kernels::flash;
+    g_check = true;
+    Prefill w;
+    w.lens = lens, w.h = w.hk = 16, w.d = 128;
+    auto level = [&](const std::string& name, void (*launch)(const FlashFwdParams&)) {
+      g_launch = launch;
+      for (bool causal : {false, true}) {
+        w.causal = causal;
+        run_prefill(name + (causal ? "_causal" : ""), w);
+      }
+    };
+    level("L1_lesson", [](const FlashFwdParams& p) { wick::kernels::flash_fwd_naive(p, nullptr); });
+    level("L2_mma_16rows_2stages", [](const FlashFwdParams& p) {
+      launch_flash_cfg<FlashConfig<128, 128, 4, 1, 1, 32, 2, false>, FlashDType::BF16>(p, nullptr, 1);
+    });
+    level("L3_mma_32rows_2stages", [](const FlashFwdParams& p) {
+      launch_flash_cfg<FlashConfig<128, 128, 4, 2, 1, 32, 2, false>, FlashDType::BF16>(p, nullptr, 1);
+    });
+    level("L4_library", [](const FlashFwdParams& p) { wick::kernels::flash_fwd(p, nullptr); });
+    g_launch = [](const FlashFwdParams& p) { wick::kernels::flash_fwd(p, nullptr); };
+    g_check = false;
+    if (g_worst_diff > 0.02) {
+      std::fprintf(stderr, "kernel ladder: a level differs from the lesson kernel by %g\n", g_worst_diff);
+      return 1;
+    }
   }
   if (want("D")) {
     run_decode(64, 4096);

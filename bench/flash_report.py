@@ -1,6 +1,8 @@
 """Merges bench/flash_bench.cu and bench/flash_peers.py JSON lines into a ratio table
 against the issue-4 targets: A, B >= 0.7x torch FA2 (varlen_attn / SDPA flash);
-C >= 0.95x wick non-paged; D >= 2.5 TB/s (B = 64, 128) and >= 2.0 TB/s (B = 1)."""
+C >= 0.95x wick non-paged; D >= 2.5 TB/s (B = 64, 128) and >= 2.0 TB/s (B = 1).
+With `--ladder`, prints instead the markdown table of docs/kernels.md's kernel ladder from the
+L group (flash_bench --only L) and, when present, torch varlen_attn's A_varlen_d128_h16 runs."""
 import json
 import sys
 
@@ -15,8 +17,38 @@ def load(path):
     return out
 
 
+LADDER = [
+    ("L1_lesson", "1", "`flash_naive.cu`", "one warp per query row, keys one per lane, online softmax in f32, scalar loads"),
+    ("L2_mma_16rows_2stages", "2", "`flash_fwd_kernel.cuh`, `FlashConfig<128, 128, 4, 1, 1, 32, 2>`",
+     "tensor cores (`mma.sync m16n8k16`, `ldmatrix`), `cp.async` K/V tiles in two shared-memory stages, P kept in registers; 16 query rows per warp"),
+    ("L3_mma_32rows_2stages", "3", "`FlashConfig<128, 128, 4, 2, 1, 32, 2>`",
+     "two 16-row tiles per warp: each K/V fragment read from shared memory feeds two mmas"),
+    ("L4_library", "4", "`PrefillConfig<128>` = `FlashConfig<128, 128, 4, 2, 1, 32, 3>`",
+     "a third stage of K/V in flight: the library's d128 instance"),
+]
+
+
+def ladder(rec):
+    get = lambda impl, n, k: rec.get((impl, n), {}).get(k, float("nan"))
+    print("| level | kernel | what it adds | TFLOP/s | causal | max diff vs level 1 |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name, lvl, where, what in LADDER:
+        t, c = get("wick", name, "tflops"), get("wick", name + "_causal", "tflops")
+        diff = max(get("wick", name, "max_diff"), get("wick", name + "_causal", "max_diff"))
+        print(f"| {lvl} | {where} | {what} | {t:.1f} | {c:.1f} | {diff:.2g} |")
+    peer, peer_c = get("torch_varlen", "A_varlen_d128_h16", "tflops"), get("torch_varlen", "A_varlen_d128_h16_causal", "tflops")
+    if peer == peer:
+        print(f"| peer | torch `varlen_attn` (FlashAttention-2) | same inputs | {peer:.1f} | {peer_c:.1f} | |")
+
+
 def main():
     rec = {}
+    args = [a for a in sys.argv[1:] if a != "--ladder"]
+    if len(args) != len(sys.argv) - 1:
+        for path in args:
+            rec.update(load(path))
+        ladder(rec)
+        return
     for path in sys.argv[1:]:
         rec.update(load(path))
     names = sorted({n for (_, n) in rec}, key=lambda n: (n[0], n))
