@@ -7,11 +7,21 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
+#include <immintrin.h>
+
+#include <csetjmp>
+#include <csignal>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "ops/cpu/target.h"
 
 namespace wick::cpu {
 
 namespace {
+
+Isa cap_from_env(Isa found);
 
 #if defined(__x86_64__) || defined(__i386__)
 struct Regs {
@@ -40,6 +50,44 @@ bool request_amx() {
 #endif
 }
 
+// A tile multiply (1 x 2 bf16 by 2 x 1, = 2 * 3 + 1 * 4) run under a SIGILL handler: some
+// hosts, virtual machines among them, list AMX in CPUID and grant the tile state, yet fault on
+// the first tile instruction. The probe runs once, before any other thread uses AMX.
+WICK_TARGET_BEGIN("amx-tile,amx-bf16")
+void amx_probe(float* out) {
+  alignas(64) uint8_t cfg[64] = {};
+  cfg[0] = 1;                                // palette 1
+  for (int t = 0; t < 3; ++t) cfg[16 + 2 * t] = 4, cfg[48 + t] = 1;  // tiles 0-2: 1 row x 4 bytes
+  alignas(64) uint16_t a[2] = {0x4000, 0x3f80};  // bf16 2, 1
+  alignas(64) uint16_t b[2] = {0x4040, 0x4080};  // bf16 3, 4
+  _tile_loadconfig(cfg);
+  _tile_zero(0);
+  _tile_loadd(1, a, 4);
+  _tile_loadd(2, b, 4);
+  _tile_dpbf16ps(0, 1, 2);
+  _tile_stored(0, out, 4);
+  _tile_release();
+}
+WICK_TARGET_END
+
+sigjmp_buf g_probe_jump;
+void on_probe_sigill(int) { siglongjmp(g_probe_jump, 1); }
+
+bool amx_runs() {
+  struct sigaction handler = {}, previous = {};
+  handler.sa_handler = on_probe_sigill;
+  sigemptyset(&handler.sa_mask);
+  if (sigaction(SIGILL, &handler, &previous) != 0) return false;
+  volatile float result = 0;
+  if (sigsetjmp(g_probe_jump, 1) == 0) {
+    float out = 0;
+    amx_probe(&out);
+    result = out;
+  }
+  sigaction(SIGILL, &previous, nullptr);
+  return result == 10.0f;
+}
+
 Isa detect() {
   const Regs l1 = cpuid(1, 0);
   const bool osxsave = bit(l1.c, 27);
@@ -55,17 +103,30 @@ Isa detect() {
   if (!avx512) return Isa::Avx2;
   if (!bit(l71.a, 5)) return Isa::Avx512;  // AVX512_BF16
   const bool amx = bit(l7.d, 24) /*AMX-TILE*/ && bit(l7.d, 22) /*AMX-BF16*/;
-  if (amx && request_amx() && (xcr0() & (3ull << 17)) == (3ull << 17)) return Isa::Amx;
+  if (amx && cap_from_env(Isa::Amx) == Isa::Amx && request_amx() && (xcr0() & (3ull << 17)) == (3ull << 17) &&
+      amx_runs())
+    return Isa::Amx;
   return Isa::Avx512Bf16;
 }
 #else
 Isa detect() { return Isa::Generic; }
 #endif
 
+// WICK_CPU_ISA (one of isa_name's names) caps the path: a user can rule out a path this
+// machine reports but should not use, and compare paths on one machine.
+Isa cap_from_env(Isa found) {
+  const char* e = std::getenv("WICK_CPU_ISA");
+  if (e == nullptr || *e == 0) return found;
+  for (int i = 0; i <= static_cast<int>(Isa::Amx); ++i)
+    if (std::strcmp(e, isa_name(static_cast<Isa>(i))) == 0)
+      return static_cast<int>(found) < i ? found : static_cast<Isa>(i);
+  return found;
+}
+
 }  // namespace
 
 Isa best_isa() {
-  static const Isa isa = detect();
+  static const Isa isa = cap_from_env(detect());
   return isa;
 }
 

@@ -17,7 +17,9 @@ namespace wick::cpu {
 enum class Isa : int { Generic = 0, Avx2 = 1, Avx512 = 2, Avx512Bf16 = 3, Amx = 4 };
 
 // The best path this CPU (and OS) supports. Cached after the first call; asking for AMX
-// requests the tile state from Linux once (arch_prctl), and Amx is reported only when granted.
+// requests the tile state from Linux once (arch_prctl), and Amx is reported only when granted
+// and a probe tile multiply runs (some virtual machines list AMX and fault on it). The
+// environment variable WICK_CPU_ISA, set to one of the names below, caps the path.
 Isa best_isa();
 
 // "generic", "avx2", "avx512", "avx512_bf16", "amx".
