@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tensor/device.h"
+#include "tensor/device_fault.h"
 
 namespace wick::test {
 
@@ -14,6 +15,15 @@ inline std::vector<Device> test_devices() {
   std::vector<Device> out{Device::cpu()};
   if (Device::cuda_available()) out.push_back(Device::cuda(0));
   return out;
+}
+
+// Runs fn, then raises what a device-side check of its call found (CUDA value checks run on
+// the device and raise at the next wait; on the CPU they throw inside fn): so one
+// CHECK_THROWS_WITH_AS states the error on every device.
+template <class F>
+void checked(const Device& dev, F&& fn) {
+  fn();
+  check_device_faults(dev);
 }
 
 }  // namespace wick::test

@@ -17,9 +17,11 @@ namespace wick::cpu {
 enum class Isa : int { Generic = 0, Avx2 = 1, Avx512 = 2, Avx512Bf16 = 3, Amx = 4 };
 
 // The best path this CPU (and OS) supports. Cached after the first call; asking for AMX
-// requests the tile state from Linux once (arch_prctl), and Amx is reported only when granted
-// and a probe tile multiply runs (some virtual machines list AMX and fault on it). The
-// environment variable WICK_CPU_ISA, set to one of the names below, caps the path.
+// requests the tile state from Linux once (arch_prctl). The environment variable WICK_CPU_ISA,
+// set to one of the names below, caps the path. Amx is reported only when WICK_CPU_ISA=amx
+// asks for it, the tile state is granted and a probe tile multiply runs: the AMX path is not
+// yet verified on hardware (on the one AMX host measured, a virtual machine, it stopped with
+// SIGILL although the probe ran), so by default an AMX CPU runs the avx512_bf16 path.
 Isa best_isa();
 
 // "generic", "avx2", "avx512", "avx512_bf16", "amx".
