@@ -147,8 +147,7 @@ struct KvCfg {
   static constexpr int kBlockN = 16 * kWarps;  // keys per CTA
   static constexpr int kBlockM = 32;           // queries per step
   static constexpr int kStride = kD + 8;
-  // K, V; then two stages of (Q, dO) and of (lse, D)
-  static constexpr int kSmem = 2 * (2 * kBlockN + 4 * kBlockM) * kStride + 4 * kBlockM * 4;
+  static constexpr int kSmem = 2 * (2 * kBlockN + 2 * kBlockM) * kStride + 2 * kBlockM * 4;
 };
 
 template <int kD, int kDV, class Elem>
@@ -158,8 +157,10 @@ __global__ void __launch_bounds__(kThreads) bwd_kv_kernel(const FlashBwdParams b
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Elem* sK = reinterpret_cast<Elem*>(smem_raw);
   Elem* sV = sK + kBlockN * kStride;
-  Elem* sQ0 = sV + kBlockN * kStride;  // stage st: Q at sQ0 + st * 2 * kBlockM * kStride, dO after it
-  float* sLse0 = reinterpret_cast<float*>(sQ0 + 4 * kBlockM * kStride);  // stage st: lse (log2 units), D
+  Elem* sQ = sV + kBlockN * kStride;
+  Elem* sdO = sQ + kBlockM * kStride;
+  float* sLse = reinterpret_cast<float*>(sdO + kBlockM * kStride);  // log2 units
+  float* sD = sLse + kBlockM;
 
   const FlashFwdParams& p = bp.fwd;
   if (call_faulted(p)) return;  // the cast kernel writes NaN gradients
@@ -197,82 +198,66 @@ __global__ void __launch_bounds__(kThreads) bwd_kv_kernel(const FlashBwdParams b
     q_lo[rr] = pos.begin - off, q_hi[rr] = pos.end - off;
   }
 
+  float dk[kDV / 8][4], dv[kDV / 8][4];
+  zero(dk);
+  zero(dv);
   const uint32_t k_a = a_lane<kStride>(sK + warp * 16 * kStride, lane);
   const uint32_t v_a = a_lane<kStride>(sV + warp * 16 * kStride, lane);
+  const uint32_t q_bt = bt_lane<kStride>(sQ, lane), do_bt = bt_lane<kStride>(sdO, lane);
+  const uint32_t q_b = b_lane<kStride>(sQ, lane), do_b = b_lane<kStride>(sdO, lane);
   const int group = group_size(p);
   const Elem* gq = static_cast<const Elem*>(p.q);
   const Elem* gdo = static_cast<const Elem*>(bp.dout);
 
-  // The steps: (query head of the group, query tile), two stages deep: while step n is
-  // computed, step n + 1's Q, dO, lse and D load into the other stage.
-  const int i_first = i_lo / kBlockM * kBlockM;
-  const int tiles = i_hi > i_first ? (i_hi - i_first + kBlockM - 1) / kBlockM : 0;
-  const int steps = tiles * group;
-  auto issue = [&](int n) {
-    const int st = n % 2, h = hk * group + n / tiles, i0 = i_first + (n % tiles) * kBlockM;
-    Elem* sQ = sQ0 + st * 2 * kBlockM * kStride;
-    Elem* sdO = sQ + kBlockM * kStride;
-    load_rows<kBlockM, kD, kStride>(sQ, gq, [&](int r) { return q_offset(p, b, s, i0 + r, h); },
-                                    [&](int r) { return i0 + r < s.sq; }, hs);
-    load_rows<kBlockM, kD, kStride>(
-        sdO, gdo,
-        [&](int r) { return b * bp.do_batch_stride + (s.q_start + i0 + r) * bp.do_row_stride + h * bp.do_head_stride; },
-        [&](int r) { return i0 + r < s.sq; }, hs);
-    float* sLse = sLse0 + st * 2 * kBlockM;
-    for (int r = threadIdx.x; r < kBlockM; r += kThreads) {
-      const int i = i0 + r;
-      const float l = i < s.sq ? p.lse[lse_offset(p, b, s, i, h)] : -INFINITY;
-      sLse[r] = l == -INFINITY ? -INFINITY : l * kLog2e;
-      sLse[kBlockM + r] = i < s.sq ? bp.dsum[(s.q_row0 + i) * p.num_heads + h] : 0.f;
-    }
-  };
-  if (steps > 0) issue(0);
-  cp_async_commit();
-
-  float dk[kDV / 8][4], dv[kDV / 8][4];
-  zero(dk);
-  zero(dv);
-  for (int n = 0; n < steps; ++n) {
-    if (n + 1 < steps) issue(n + 1);  // its stage was last read in step n - 1, before the barrier below
-    cp_async_commit();
-    cp_async_wait<1>();  // step n's copies have landed
-    __syncthreads();
-    const int st = n % 2, h = hk * group + n / tiles, i0 = i_first + (n % tiles) * kBlockM;
-    const Elem* sQ = sQ0 + st * 2 * kBlockM * kStride;
-    const Elem* sdO = sQ + kBlockM * kStride;
-    const float* sLse = sLse0 + st * 2 * kBlockM;
-    const float* sD = sLse + kBlockM;
-    const uint32_t q_bt = bt_lane<kStride>(sQ, lane), do_bt = bt_lane<kStride>(sdO, lane);
-    const uint32_t q_b = b_lane<kStride>(sQ, lane), do_b = b_lane<kStride>(sdO, lane);
+  for (int h = hk * group; h < (hk + 1) * group; ++h) {
     const float slope = alibi_slope(p, h);
+    for (int i0 = i_lo / kBlockM * kBlockM; i0 < i_hi; i0 += kBlockM) {
+      __syncthreads();  // everyone is done with the previous Q / dO tile
+      load_rows<kBlockM, kD, kStride>(sQ, gq, [&](int r) { return q_offset(p, b, s, i0 + r, h); },
+                                      [&](int r) { return i0 + r < s.sq; }, hs);
+      load_rows<kBlockM, kD, kStride>(
+          sdO, gdo,
+          [&](int r) {
+            return b * bp.do_batch_stride + (s.q_start + i0 + r) * bp.do_row_stride + h * bp.do_head_stride;
+          },
+          [&](int r) { return i0 + r < s.sq; }, hs);
+      cp_async_commit();
+      for (int r = threadIdx.x; r < kBlockM; r += kThreads) {
+        const int i = i0 + r;
+        const float l = i < s.sq ? p.lse[lse_offset(p, b, s, i, h)] : -INFINITY;
+        sLse[r] = l == -INFINITY ? -INFINITY : l * kLog2e;
+        sD[r] = i < s.sq ? bp.dsum[(s.q_row0 + i) * p.num_heads + h] : 0.f;
+      }
+      cp_async_wait<0>();
+      __syncthreads();
 
-    // S^T = K Q^T (keys x queries), then P^T and the softcap factor in place
-    float sc[kM8][4], fac[kM8][4], dpt[kM8][4];
-    mma_abt<kD, kStride, kM8, Elem>(sc, k_a, q_bt);
+      // S^T = K Q^T (keys x queries), then P^T and the softcap factor in place
+      float st[kM8][4], fac[kM8][4], dpt[kM8][4];
+      mma_abt<kD, kStride, kM8, Elem>(st, k_a, q_bt);
 #pragma unroll
-    for (int j = 0; j < kM8; ++j)
+      for (int j = 0; j < kM8; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int rr = e / 2, c = j * 8 + 2 * tq + (e % 2), i = i0 + c, t = key[rr];
-        const bool vis = t < s.sk && i < s.sq &&
-                         ((i >= q_lo[rr] && i < q_hi[rr]) ||
-                          (mm && in_shared_range<int>(mm, p.mm_range_stride, p.mm_max_ranges, i + off, t)));
-        prob(sc[j][e], p, slope, i + off, t, sLse[c], vis, sc[j][e], fac[j][e]);
-      }
-    // dV += P^T dO
-    mma_accb<kStride, kM8, kDV, Elem>(dv, sc, do_b, col0);
-    // dP^T = V dO^T, then dS^T = P^T (dP^T - D) [* factor]
-    mma_abt<kD, kStride, kM8, Elem>(dpt, v_a, do_bt);
+        for (int e = 0; e < 4; ++e) {
+          const int rr = e / 2, c = j * 8 + 2 * tq + (e % 2), i = i0 + c, t = key[rr];
+          const bool vis = t < s.sk && i < s.sq &&
+                           ((i >= q_lo[rr] && i < q_hi[rr]) ||
+                            (mm && in_shared_range<int>(mm, p.mm_range_stride, p.mm_max_ranges, i + off, t)));
+          prob(st[j][e], p, slope, i + off, t, sLse[c], vis, st[j][e], fac[j][e]);
+        }
+      // dV += P^T dO
+      mma_accb<kStride, kM8, kDV, Elem>(dv, st, do_b, col0);
+      // dP^T = V dO^T, then dS^T = P^T (dP^T - D) [* factor]
+      mma_abt<kD, kStride, kM8, Elem>(dpt, v_a, do_bt);
 #pragma unroll
-    for (int j = 0; j < kM8; ++j)
+      for (int j = 0; j < kM8; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int c = j * 8 + 2 * tq + (e % 2);
-        dpt[j][e] = sc[j][e] * (dpt[j][e] - sD[c]) * fac[j][e];
-      }
-    // dK += dS^T Q (scaled at the end)
-    mma_accb<kStride, kM8, kDV, Elem>(dk, dpt, q_b, col0);
-    __syncthreads();  // every warp is done with this stage before step n + 2 refills it
+        for (int e = 0; e < 4; ++e) {
+          const int c = j * 8 + 2 * tq + (e % 2);
+          dpt[j][e] = st[j][e] * (dpt[j][e] - sD[c]) * fac[j][e];
+        }
+      // dK += dS^T Q (scaled at the end)
+      mma_accb<kStride, kM8, kDV, Elem>(dk, dpt, q_b, col0);
+    }
   }
 
   // Into the f32 buffers: rows kv_row(t), channels col0 + ...
@@ -298,10 +283,9 @@ __global__ void __launch_bounds__(kThreads) bwd_kv_kernel(const FlashBwdParams b
 template <int kD, int kDV, class Elem>
 struct QCfg {
   static constexpr int kBlockM = 16 * kWarps;  // queries per CTA
-  static constexpr int kBlockN = kD > 128 ? 32 : 64;  // keys per step
+  static constexpr int kBlockN = 32;           // keys per step
   static constexpr int kStride = kD + 8;
-  // Q, dO; then two stages of (K, V)
-  static constexpr int kSmem = 2 * (2 * kBlockM + 4 * kBlockN) * kStride;
+  static constexpr int kSmem = 2 * (2 * kBlockM + 2 * kBlockN) * kStride;
 };
 
 template <int kD, int kDV, class Elem>
@@ -311,7 +295,8 @@ __global__ void __launch_bounds__(kThreads) bwd_q_kernel(const FlashBwdParams bp
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Elem* sQ = reinterpret_cast<Elem*>(smem_raw);
   Elem* sdO = sQ + kBlockM * kStride;
-  Elem* sK0 = sdO + kBlockM * kStride;  // stage st: K at sK0 + st * 2 * kBlockN * kStride, V after it
+  Elem* sK = sdO + kBlockM * kStride;
+  Elem* sV = sK + kBlockN * kStride;
 
   const FlashFwdParams& p = bp.fwd;
   if (call_faulted(p)) return;
@@ -353,31 +338,20 @@ __global__ void __launch_bounds__(kThreads) bwd_q_kernel(const FlashBwdParams bp
   zero(dq);
   const uint32_t q_a = a_lane<kStride>(sQ + warp * 16 * kStride, lane);
   const uint32_t do_a = a_lane<kStride>(sdO + warp * 16 * kStride, lane);
+  const uint32_t k_bt = bt_lane<kStride>(sK, lane), v_bt = bt_lane<kStride>(sV, lane);
+  const uint32_t k_b = b_lane<kStride>(sK, lane);
   const Elem* gk = static_cast<const Elem*>(p.k);
   const Elem* gv = static_cast<const Elem*>(p.v);
 
-  // The key tiles, two stages deep: while tile n is computed, tile n + 1 loads.
-  const int t_first = keys.begin / kBlockN * kBlockN;
-  const int steps = keys.empty() ? 0 : (keys.end - t_first + kBlockN - 1) / kBlockN;
-  auto issue = [&](int n) {
-    const int t0 = t_first + n * kBlockN;
-    Elem* sK = sK0 + (n % 2) * 2 * kBlockN * kStride;
+  for (int t0 = keys.begin / kBlockN * kBlockN; !keys.empty() && t0 < keys.end; t0 += kBlockN) {
+    __syncthreads();  // everyone is done with the previous K / V tile
     load_rows<kBlockN, kD, kStride>(sK, gk, [&](int r) { return k_offset(p, b, s, t0 + r, hk); },
                                     [&](int r) { return t0 + r < s.sk; }, hs);
-    load_rows<kBlockN, kD, kStride>(sK + kBlockN * kStride, gv, [&](int r) { return v_offset(p, b, s, t0 + r, hk); },
+    load_rows<kBlockN, kD, kStride>(sV, gv, [&](int r) { return v_offset(p, b, s, t0 + r, hk); },
                                     [&](int r) { return t0 + r < s.sk; }, hs);
-  };
-  if (steps > 0) issue(0);
-  cp_async_commit();
-  for (int n = 0; n < steps; ++n) {
-    if (n + 1 < steps) issue(n + 1);  // its stage was last read in step n - 1, before the barrier below
     cp_async_commit();
-    cp_async_wait<1>();  // tile n (and Q, dO) have landed
+    cp_async_wait<0>();
     __syncthreads();
-    const int t0 = t_first + n * kBlockN;
-    const Elem* sK = sK0 + (n % 2) * 2 * kBlockN * kStride;
-    const uint32_t k_bt = bt_lane<kStride>(sK, lane), v_bt = bt_lane<kStride>(sK + kBlockN * kStride, lane);
-    const uint32_t k_b = b_lane<kStride>(sK, lane);
 
     float sc[kN8][4], fac[kN8][4], dp[kN8][4];
     mma_abt<kD, kStride, kN8, Elem>(sc, q_a, k_bt);
@@ -396,7 +370,6 @@ __global__ void __launch_bounds__(kThreads) bwd_q_kernel(const FlashBwdParams bp
 #pragma unroll
       for (int e = 0; e < 4; ++e) dp[j][e] = sc[j][e] * (dp[j][e] - dsum[e / 2]) * fac[j][e];
     mma_accb<kStride, kN8, kDV, Elem>(dq, dp, k_b, col0);
-    __syncthreads();  // every warp is done with this stage before tile n + 2 refills it
   }
 
   // dQ rows are this CTA's alone: plain stores into the f32 buffer.
