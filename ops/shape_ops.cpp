@@ -35,7 +35,7 @@ std::string index_message(const std::string& name, int64_t index, size_t dim, si
 
 // The O17 message of an index fault recorded by kernels::index_select (values: the index,
 // the op (0 index_select, 1 embedding), dim, size, rank, dims).
-void format_index_fault(const DeviceFault& f, std::string& code, std::string& message) {
+[[maybe_unused]] void format_index_fault(const DeviceFault& f, std::string& code, std::string& message) {
   const int64_t* v = f.values;
   std::vector<size_t> dims(static_cast<size_t>(v[4]));
   for (size_t i = 0; i < dims.size(); ++i) dims[i] = static_cast<size_t>(v[5 + i]);

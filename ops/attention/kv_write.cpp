@@ -33,7 +33,7 @@ std::string p13_message(int64_t i, int64_t slot, int64_t num_blocks, int64_t pag
          " blocks of " + std::to_string(page) + ")";
 }
 
-void format_slot_fault(const DeviceFault& f, std::string& code, std::string& message) {
+[[maybe_unused]] void format_slot_fault(const DeviceFault& f, std::string& code, std::string& message) {
   code = "P13";
   message = p13_message(f.values[0], f.values[1], f.values[2], f.values[3]);
 }
