@@ -14,6 +14,9 @@ namespace baseline {
 #include "ops/cpu/gemm_impl.inc"
 }  // namespace baseline
 
+// WICK_GEMM_PATHS (set by CMakeLists.txt unless the build targets this machine's CPU):
+// the AVX2 and AVX-512 copies of the GEMM exist and are picked at run time.
+#if WICK_GEMM_PATHS
 #define WICK_GEMM_PATH(isa)                                                                                       \
   namespace isa {                                                                                                 \
   void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, bool a_row, const float* b,        \
@@ -24,12 +27,15 @@ namespace baseline {
 WICK_GEMM_PATH(avx2)
 WICK_GEMM_PATH(avx512)
 #undef WICK_GEMM_PATH
+#endif
 
 namespace {
 
 // One thread's product on one path: C (m x n, row stride ldc) = A * B.
 template <class T>
-void gemm_one(Isa isa, int64_t m, int64_t n, int64_t k, GemmOperand<T> a, GemmOperand<T> b, T* c, int64_t ldc) {
+void gemm_one([[maybe_unused]] Isa isa, int64_t m, int64_t n, int64_t k, GemmOperand<T> a, GemmOperand<T> b, T* c,
+              int64_t ldc) {
+#if WICK_GEMM_PATHS
   if constexpr (std::is_same_v<T, float>) {
     if (isa >= Isa::Avx512)
       return avx512::gemm_f32(m, n, k, a.data, a.ld, a.row_major, b.data, b.ld, b.row_major, c, ldc);
@@ -39,6 +45,7 @@ void gemm_one(Isa isa, int64_t m, int64_t n, int64_t k, GemmOperand<T> a, GemmOp
       return avx512::gemm_f64(m, n, k, a.data, a.ld, a.row_major, b.data, b.ld, b.row_major, c, ldc);
     if (isa >= Isa::Avx2) return avx2::gemm_f64(m, n, k, a.data, a.ld, a.row_major, b.data, b.ld, b.row_major, c, ldc);
   }
+#endif
   baseline::gemm_any<T>(m, n, k, a.data, a.ld, a.row_major, b.data, b.ld, b.row_major, c, ldc);
 }
 
