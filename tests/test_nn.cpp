@@ -90,7 +90,9 @@ TEST_CASE("nn: a state dict saved through safetensors loads into another model, 
       CHECK(b.up.weight.same_storage(handle));  // in place: the optimizer's handles see the values
       CHECK(b.up.weight.dtype() == dt);
       CHECK(b.up.weight.device() == dev);
-      for (auto& [name, t] : a.named_parameters()) {
+      for (auto& entry : a.named_parameters()) {  // no structured binding: INFO captures its names
+        const auto& name = entry.first;
+        auto& t = entry.second;
         INFO(name);
         check_close(b.state_dict().at(name), t.to_dtype(dt).to_f64_vec(), 0);
       }

@@ -102,7 +102,9 @@ void check_values(const Tensor& t, const std::vector<double>& want) {
 }  // namespace
 
 TEST_CASE("npy: wick reads the files numpy wrote") {
-  for (const auto& [name, want] : expected_fixtures()) {
+  for (const auto& entry : expected_fixtures()) {  // no structured binding: INFO captures its names
+    const auto& name = entry.first;
+    const auto& want = entry.second;
     INFO("fixture ", name);
     REQUIRE_MESSAGE(fs::exists(fixture(name)), "missing; run scripts/make_npy_fixtures.py");
     for (Device dev : test::test_devices()) {
@@ -121,7 +123,9 @@ TEST_CASE("npy: wick reads the files numpy wrote") {
 }
 
 TEST_CASE("npy: wick writes numpy's C-order files back byte for byte") {
-  for (const auto& [name, want] : expected_fixtures()) {
+  for (const auto& entry : expected_fixtures()) {  // no structured binding: INFO captures its names
+    const auto& name = entry.first;
+    const auto& want = entry.second;
     INFO("fixture ", name);
     const fs::path out = scratch() / (name + ".npy");
     Tensor t = load_npy(fixture(name).string());
