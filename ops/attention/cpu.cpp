@@ -30,8 +30,8 @@
 // because 0 * NaN would reach rows that never see the key).
 //
 // How it runs on a CPU. The arithmetic of steps 1-2d lives in cpu_tiles.h, once per code
-// path (generic C++, AVX2, AVX-512, AVX512-BF16 dot products, AMX tiles on request), picked at run time
-// for the CPU at hand. Tiles are grouped into work items of (sequence, kv head, a few
+// path (generic C++, AVX2, AVX-512, AVX512-BF16 dot products, AMX tiles on request), picked
+// at run time for the CPU at hand. Tiles are grouped into work items of (sequence, kv head, a few
 // consecutive query blocks); an item runs every query head of its GQA group, so K and V are
 // packed once per item into a small ring of key blocks (at most kRingBytes per thread,
 // whatever the sequence length: a long sequence with a short window holds only what a tile
