@@ -57,16 +57,6 @@ double backward_ms(const Device& dev, const Tensor& q, const Tensor& k, const Te
          });
 }
 
-std::vector<uint32_t> varlen_lengths() {
-  uint64_t x = 12345;
-  std::vector<uint32_t> v;
-  for (int i = 0; i < 32; ++i) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    v.push_back(static_cast<uint32_t>(128 + (x >> 33) % (4096 - 128 + 1)));
-  }
-  return v;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -99,7 +89,7 @@ int main(int argc, char** argv) {
           emit("B_S" + std::to_string(S) + "_d" + std::to_string(d) + (causal ? "_causal" : ""), ms, flop / ms / 1e9);
         }
   if (only.find('A') != std::string::npos) {
-    const std::vector<uint32_t> lens = varlen_lengths();
+    const std::vector<uint32_t> lens = bench::varlen_lengths();
     std::vector<uint32_t> cu{0};
     for (uint32_t l : lens) cu.push_back(cu.back() + l);
     const size_t total = cu.back(), max_len = *std::max_element(lens.begin(), lens.end());

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "wick.h"
 
 namespace {
@@ -72,20 +73,9 @@ void decode(const Device& dev, size_t B, size_t ctx) {
   emit("op_decode_B" + std::to_string(B) + "_ctx" + std::to_string(ctx), us, "tbps", bytes / (us * 1e-6) / 1e12);
 }
 
-// flash_bench's workload A lengths: the same 64-bit LCG.
-std::vector<uint32_t> varlen_lengths() {
-  uint64_t x = 12345;
-  std::vector<uint32_t> v;
-  for (int i = 0; i < 32; ++i) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    v.push_back(static_cast<uint32_t>(128 + (x >> 33) % (4096 - 128 + 1)));
-  }
-  return v;
-}
-
 void prefill(const Device& dev) {
   const size_t h = 16, d = 128;
-  const std::vector<uint32_t> lens = varlen_lengths();
+  const std::vector<uint32_t> lens = bench::varlen_lengths();
   std::vector<uint32_t> cu{0};
   for (uint32_t l : lens) cu.push_back(cu.back() + l);
   const size_t total = cu.back(), max_len = *std::max_element(lens.begin(), lens.end());

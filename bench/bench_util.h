@@ -1,6 +1,7 @@
 // Timing helper shared by the CPU benchmarks.
 #pragma once
 #include <algorithm>
+#include <cstdint>
 #include <chrono>
 #include <functional>
 #include <vector>
@@ -19,6 +20,18 @@ inline double median_seconds(int reps, const std::function<void()>& f) {
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+// flash_bench's workload A: 32 sequence lengths in [128, 4096] from a 64-bit LCG (the same
+// in bench/flash_peers.py and bench/bwd_peers.py).
+inline std::vector<uint32_t> varlen_lengths() {
+  uint64_t x = 12345;
+  std::vector<uint32_t> v;
+  for (int i = 0; i < 32; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    v.push_back(static_cast<uint32_t>(128 + (x >> 33) % (4096 - 128 + 1)));
+  }
+  return v;
 }
 
 }  // namespace wick::bench

@@ -91,14 +91,8 @@ struct Item {
 };
 
 // Keys bits -> f32 for the scalar fallback below.
-inline float bits_to_f32(uint16_t bits, bool bf16) {
-  if (bf16) {
-    const uint32_t w = static_cast<uint32_t>(bits) << 16;
-    float f;
-    std::memcpy(&f, &w, sizeof f);
-    return f;
-  }
-  return static_cast<float>(f16::from_bits(bits));
+inline float bits_to_f32(uint16_t bits, bool is_bf16) {
+  return is_bf16 ? static_cast<float>(bf16::from_bits(bits)) : static_cast<float>(f16::from_bits(bits));
 }
 
 // One thread's state: the scratch tiles and the ring of packed key blocks.

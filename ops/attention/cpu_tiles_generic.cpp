@@ -27,14 +27,8 @@ struct Simd {
   static float hmax(V v) { return v; }
   static float hsum(V v) { return v; }
   static V exp(V v) { return std::exp(v); }
-  static float to_f32(uint16_t bits, bool bf16) {
-    if (bf16) {
-      const uint32_t w = static_cast<uint32_t>(bits) << 16;
-      float f;
-      std::memcpy(&f, &w, sizeof f);
-      return f;
-    }
-    return static_cast<float>(f16::from_bits(bits));
+  static float to_f32(uint16_t bits, bool is_bf16) {
+    return is_bf16 ? static_cast<float>(bf16::from_bits(bits)) : static_cast<float>(f16::from_bits(bits));
   }
   static void cvt_row(const uint16_t* src, float* dst, int n, bool bf16) {
     for (int i = 0; i < n; ++i) dst[i] = to_f32(src[i], bf16);
