@@ -53,6 +53,16 @@ Tensor unary_fwd(const char* name, UnaryOp op, const Tensor& x, double a = 0, do
 
 using Grads = std::vector<Tensor>;
 
+// y = op(x) whose derivative is another elementwise op of x: dx = g * grad_op(x).
+Tensor unary_with_derivative(const char* name, UnaryOp op, UnaryOp grad_op, const Tensor& x) {
+  Tensor out = unary_fwd(name, op, x);
+  if (!autograd::should_record(x)) return out;
+  Tensor xd = x.detach();
+  return autograd::record(out, name, {x}, [name, grad_op, xd](const Tensor& g) {
+    return Grads{mul(g, unary_fwd(name, grad_op, xd))};
+  }, {xd});
+}
+
 }  // namespace
 
 Tensor neg(const Tensor& x) {
@@ -92,32 +102,11 @@ Tensor tanh(const Tensor& x) {
   }, {y});
 }
 
-Tensor relu(const Tensor& x) {
-  Tensor out = unary_fwd("relu", UnaryOp::Relu, x);
-  if (!autograd::should_record(x)) return out;
-  Tensor xd = x.detach();
-  return autograd::record(out, "relu", {x}, [xd](const Tensor& g) {
-    return Grads{mul(g, unary_fwd("relu", UnaryOp::Step, xd))};
-  }, {xd});
-}
+Tensor relu(const Tensor& x) { return unary_with_derivative("relu", UnaryOp::Relu, UnaryOp::Step, x); }
 
-Tensor gelu(const Tensor& x) {
-  Tensor out = unary_fwd("gelu", UnaryOp::Gelu, x);
-  if (!autograd::should_record(x)) return out;
-  Tensor xd = x.detach();
-  return autograd::record(out, "gelu", {x}, [xd](const Tensor& g) {
-    return Grads{mul(g, unary_fwd("gelu", UnaryOp::GeluGrad, xd))};
-  }, {xd});
-}
+Tensor gelu(const Tensor& x) { return unary_with_derivative("gelu", UnaryOp::Gelu, UnaryOp::GeluGrad, x); }
 
-Tensor silu(const Tensor& x) {
-  Tensor out = unary_fwd("silu", UnaryOp::Silu, x);
-  if (!autograd::should_record(x)) return out;
-  Tensor xd = x.detach();
-  return autograd::record(out, "silu", {x}, [xd](const Tensor& g) {
-    return Grads{mul(g, unary_fwd("silu", UnaryOp::SiluGrad, xd))};
-  }, {xd});
-}
+Tensor silu(const Tensor& x) { return unary_with_derivative("silu", UnaryOp::Silu, UnaryOp::SiluGrad, x); }
 
 Tensor sigmoid(const Tensor& x) {
   Tensor out = unary_fwd("sigmoid", UnaryOp::Sigmoid, x);
@@ -145,22 +134,9 @@ Tensor powf(const Tensor& x, double e) {
   }, {xd});
 }
 
-Tensor gelu_erf(const Tensor& x) {
-  Tensor out = unary_fwd("gelu_erf", UnaryOp::GeluErf, x);
-  if (!autograd::should_record(x)) return out;
-  Tensor xd = x.detach();
-  return autograd::record(out, "gelu_erf", {x}, [xd](const Tensor& g) {
-    return Grads{mul(g, unary_fwd("gelu_erf", UnaryOp::GeluErfGrad, xd))};
-  }, {xd});
-}
+Tensor gelu_erf(const Tensor& x) { return unary_with_derivative("gelu_erf", UnaryOp::GeluErf, UnaryOp::GeluErfGrad, x); }
 
-Tensor sin(const Tensor& x) {
-  Tensor out = unary_fwd("sin", UnaryOp::Sin, x);
-  if (!autograd::should_record(x)) return out;
-  Tensor xd = x.detach();
-  return autograd::record(out, "sin", {x},
-                          [xd](const Tensor& g) { return Grads{mul(g, unary_fwd("sin", UnaryOp::Cos, xd))}; }, {xd});
-}
+Tensor sin(const Tensor& x) { return unary_with_derivative("sin", UnaryOp::Sin, UnaryOp::Cos, x); }
 
 Tensor cos(const Tensor& x) {
   Tensor out = unary_fwd("cos", UnaryOp::Cos, x);
@@ -171,13 +147,7 @@ Tensor cos(const Tensor& x) {
       {xd});
 }
 
-Tensor abs(const Tensor& x) {
-  Tensor out = unary_fwd("abs", UnaryOp::Abs, x);
-  if (!autograd::should_record(x)) return out;
-  Tensor xd = x.detach();
-  return autograd::record(out, "abs", {x},
-                          [xd](const Tensor& g) { return Grads{mul(g, unary_fwd("abs", UnaryOp::Sign, xd))}; }, {xd});
-}
+Tensor abs(const Tensor& x) { return unary_with_derivative("abs", UnaryOp::Abs, UnaryOp::Sign, x); }
 
 namespace {
 
