@@ -9,14 +9,16 @@
 //   D  paged decode: one query per sequence, GQA 32/8, d128, page 64, shuffled;
 //      (B, ctx) = (64, 4096), (64, 16384), (128, 8192), (1, 32768); K+V bytes / time
 //   copy: a device-to-device copy of 2 GiB (read + write bytes / time), the bandwidth roof
+//   S  short decode (tuning, only when named): B = 1, ctx 512 and 2048, the launcher's
+//      split-KV count and forced counts 1, 2, 4, 8, 16
 //   L  the kernel ladder (docs/kernels.md): workload A at d128 h16 through each level, from
 //      the lesson kernel to the library's tensor-core instance, each level's output compared
 //      with the lesson kernel's on the same inputs (max_diff; a level off by more than 0.02
 //      makes the program exit 1)
 // FLOPs: 4 * d * h * (visible query-key pairs); causal counts sq * (sq + 1) / 2 pairs per
 // sequence when sq == sk, the convention torch's and FlashAttention's benchmarks use.
-// Options: --json FILE, --only GROUPS (e.g. "ABD", "copy"; L runs only when named),
-// --filter NAME_SUBSTRING.
+// Options: --json FILE, --only GROUPS (e.g. "ABD", "copy"),
+// --filter NAME_SUBSTRING. L and S run only when named.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -270,8 +272,13 @@ double run_prefill(const std::string& name, const Prefill& w) {
   return ms;
 }
 
-void run_decode(int B, int ctx) {
-  if (!selected("D_decode_B" + std::to_string(B) + "_ctx" + std::to_string(ctx))) return;
+// Group D: the launcher chooses the split-KV count. Group S (sweep): splits > 0 forces it,
+// 0 lets the launcher choose ("auto").
+void run_decode(int B, int ctx, int splits = 0, bool sweep = false) {
+  const std::string name = std::string(sweep ? "S" : "D") + "_decode_B" + std::to_string(B) + "_ctx" +
+                           std::to_string(ctx) +
+                           (sweep ? "_splits" + (splits > 0 ? std::to_string(splits) : std::string("auto")) : "");
+  if (!selected(name)) return;
   const int h = 32, hk = 8, d = 128, page = 64;
   const int cols = ctx / page;
   const int64_t blocks = int64_t(B) * cols;
@@ -304,9 +311,10 @@ void run_decode(int B, int ctx) {
   p.block_table_batch_stride = cols, p.page_block_size = page, p.num_blocks = blocks;
   p.softmax_scale = 1.f / std::sqrt(float(d));
   p.window_right = 0;
+  p.num_splits = splits;
   const double ms = time_median([&](int) { wick::kernels::flash_fwd(p, nullptr); }, 1);
   const double bytes = 2.0 * kv_elems * 2;
-  emit("D_decode_B" + std::to_string(B) + "_ctx" + std::to_string(ctx), ms, "gbps", bytes / (ms * 1e-3) / 1e9);
+  emit(name, ms, "gbps", bytes / (ms * 1e-3) / 1e9);
   delete q, delete k, delete v;
 }
 
@@ -414,6 +422,9 @@ int main(int argc, char** argv) {
     run_decode(128, 8192);
     run_decode(1, 32768);
   }
+  if (only.find('S') != std::string::npos)  // short decode, forced split counts (tuning)
+    for (int ctx : {512, 2048})
+      for (int splits : {0, 1, 2, 4, 8, 16}) run_decode(1, ctx, splits, true);
   if (g_json) std::fclose(g_json);
   return 0;
 }

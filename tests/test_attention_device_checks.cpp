@@ -307,6 +307,7 @@ TEST_CASE("attention CUDA graph: a captured multi-layer decode step replays with
       cache.bind(plain, ids);
       plain.seqlens_q = u32_tensor({0, 1, 2}, dev);
       plain.max_seqlen_q = 1;
+      plain.max_seqlen_k = op.max_seqlen_k;  // the same split-KV count, so the same bits
       plain.causal = true;
       INFO("step ", s, " layer ", l);
       CHECK(out[l].to_f64_vec() == plain.forward(q[l], kc[l], vc[l]).to_f64_vec());

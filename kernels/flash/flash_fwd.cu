@@ -5,7 +5,10 @@
 // pointer or stride) or head sizes this build has no instance for.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -13,6 +16,7 @@
 #include "kernels/flash/flash_fwd.h"
 #include "kernels/flash/flash_instances.h"
 #include "kernels/flash/flash_launch.h"
+#include "tensor/cuda_check.h"
 #include "tensor/error.h"
 
 namespace wick::kernels {
@@ -78,3 +82,41 @@ void flash_fwd(const FlashFwdParams& p, void* stream) {
 }
 
 }  // namespace wick::kernels
+
+namespace wick::kernels::flash {
+
+bool split_workspace(void* stream, int64_t tiles, size_t floats, SplitWorkspace& out) {
+  constexpr int64_t kCounters = int64_t(1) << 16;  // per stream (256 KiB)
+  if (tiles > kCounters) return false;
+  auto st = static_cast<cudaStream_t>(stream);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  WICK_CUDA_CHECK(cudaStreamIsCapturing(st, &capture));
+  if (capture != cudaStreamCaptureStatusNone) return false;
+  int dev = 0;
+  WICK_CUDA_CHECK(cudaGetDevice(&dev));
+  struct Entry {
+    int* counters = nullptr;
+    float* scratch = nullptr;
+    size_t floats = 0;
+  };
+  static std::mutex mu;
+  static std::map<std::pair<int, cudaStream_t>, Entry> entries;
+  const std::lock_guard<std::mutex> lock(mu);
+  Entry& e = entries[{dev, st}];
+  if (e.counters == nullptr) {
+    void* mem = nullptr;
+    WICK_CUDA_CHECK(cudaMallocAsync(&mem, kCounters * sizeof(int), st));
+    WICK_CUDA_CHECK(cudaMemsetAsync(mem, 0, kCounters * sizeof(int), st));
+    e.counters = static_cast<int*>(mem);
+  }
+  if (e.floats < floats) {
+    const size_t grown = std::max(floats, 2 * e.floats);
+    void* mem = nullptr;
+    WICK_CUDA_CHECK(cudaMallocAsync(&mem, grown * sizeof(float), st));
+    e.scratch = static_cast<float*>(mem), e.floats = grown;
+  }
+  out.counters = e.counters, out.scratch = e.scratch;
+  return true;
+}
+
+}  // namespace wick::kernels::flash

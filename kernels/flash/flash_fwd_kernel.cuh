@@ -37,6 +37,7 @@
 
 #include <cmath>
 
+#include "kernels/flash/flash_combine.cuh"
 #include "kernels/flash/flash_common.cuh"
 #include "kernels/flash/flash_mma.cuh"
 
@@ -86,6 +87,10 @@ struct FlashKernelArgs {
   int m_blocks = 0;         // query tiles per sequence (of the longest one)
   int heads_y = 0;          // head slots per sequence: (query or K/V) heads x n_col_chunks
   int seq_chunk = 1;        // sequences whose tiles are interleaved in the launch order
+  // Split-KV merged in place: one counter per blockIdx.x (the splits of a tile share it), zero
+  // at launch; the last split of a tile to finish merges and sets it back to zero. Null: a
+  // separate combine kernel merges (n_col_chunks must be 1 for the in-place merge).
+  int* tile_counters = nullptr;
 };
 
 // 2^x on the special-function unit (flush-to-zero is harmless: p underflows to 0 anyway).
@@ -582,6 +587,33 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
       dst[0] = make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
       dst[1] = make_float4(acc[4] * inv, acc[5] * inv, acc[6] * inv, acc[7] * inv);
       if (col == 0) args.lseacc[slot] = lse;
+    }
+  }
+  if (args.num_splits > 1 && args.tile_counters != nullptr) {
+    // 4. split-KV merge in place: the last split of this tile to finish merges every split's
+    //    partials (a counted split-K reduction). Each CTA makes its partials visible
+    //    device-wide before it counts itself in; the merging CTA reads them past L1.
+    __shared__ int s_last;
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) {
+      int* counter = args.tile_counters + blockIdx.x;
+      s_last = atomicAdd(counter, 1) == args.num_splits - 1;
+      if (s_last) *counter = 0;  // every split has counted: ready for the next launch
+    }
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    const int64_t split_step = static_cast<int64_t>(p.total_q) * p.num_heads;
+    const int quads = hs / 4;
+    for (int c = tid; c < (r_end - r0) * quads; c += kThreads) {
+      const int r = r0 + c / quads, col = (c % quads) * 4;
+      const int i = r / G, h = row_head(r);
+      const int64_t slot0 = (sb.q_row0 + i) * p.num_heads + h;
+      const float lse = merged_lse(args.lseacc, slot0, split_step, args.num_splits);
+      store4(static_cast<Elem*>(p.out) + o_offset(p, b, sb, i, h) + col,
+             merged_channels(args.oacc, args.lseacc, slot0, split_step, args.num_splits, args.acc_dim, col, lse));
+      if (p.lse && col == 0) p.lse[lse_offset(p, b, sb, i, h)] = lse;
     }
   }
 }

@@ -17,14 +17,17 @@
 namespace wick::kernels::flash {
 
 // Number of KV splits: 1 when the (tile, head, sequence) CTAs already fill the GPU's
-// resident slots; else enough splits to fill them once, but never fewer than 4 key tiles
-// per split, so a short sequence does not pay for a combine pass it cannot amortise; and
-// none under 16 key tiles, where the combine kernel and its scratch cost more than the
-// split saves.
-inline int choose_num_splits(int64_t ctas, int key_tiles, int slots) {
-  if (ctas <= 0 || key_tiles < 16 || ctas * 5 >= static_cast<int64_t>(slots) * 4) return 1;
+// resident slots; else enough splits to fill them once, with at least `min_tiles` key tiles
+// per split. A split's CTA pays a fixed start (its Q tile, the first K/V tile's latency)
+// before its keys stream, so one with too few tiles does not pay for itself: measured on the
+// H200 (bench/RESULTS.md), 2 tiles per split when the forward kernel merges the splits in
+// place; 4, and none under 16 key tiles, when a separate combine kernel has to run.
+inline int choose_num_splits(int64_t ctas, int key_tiles, int slots, bool merge_in_place) {
+  const int min_tiles = merge_in_place ? 2 : 4;
+  if (ctas <= 0 || ctas * 5 >= static_cast<int64_t>(slots) * 4) return 1;
+  if (!merge_in_place && key_tiles < 16) return 1;
   int n = static_cast<int>((slots + ctas - 1) / ctas);
-  n = std::min({n, key_tiles / 4, 128});
+  n = std::min({n, key_tiles / min_tiles, 128});
   return std::max(n, 1);
 }
 
@@ -93,16 +96,27 @@ void launch_flash_cfg(const FlashFwdParams& p, cudaStream_t st, int pack, int se
   a.seq_chunk = seq_chunk > 0 ? std::min(seq_chunk, std::max(p.batch, 1))
                               : choose_seq_chunk(m_blocks * heads_y, p.batch, slots);
   const int key_tiles = (max_sk + Cfg::kBlockN - 1) / Cfg::kBlockN;
-  int splits = p.num_splits > 0 ? p.num_splits : choose_num_splits(m_blocks * heads_y * p.batch, key_tiles, slots);
+  int splits = p.num_splits > 0 ? p.num_splits
+                                : choose_num_splits(m_blocks * heads_y * p.batch, key_tiles, slots, a.n_col_chunks == 1);
   splits = std::max(1, std::min(splits, 65535 / std::max(p.batch, 1)));
   a.num_splits = splits;
 
+  const int64_t tiles = m_blocks * heads_y * p.batch;  // CTAs per split (grid x)
+  bool own_scratch = false;
   if (splits > 1) {
+    // the partials: (splits, total_q, heads) rows of acc_dim floats, then their lse values
     const size_t slots_total = static_cast<size_t>(splits) * p.total_q * p.num_heads;
-    WICK_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&a.oacc), slots_total * a.acc_dim * sizeof(float), st));
-    WICK_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&a.lseacc), slots_total * sizeof(float), st));
+    const size_t floats = slots_total * (a.acc_dim + 1);
+    SplitWorkspace ws;
+    if (a.n_col_chunks == 1 && split_workspace(st, tiles, floats, ws)) {
+      a.oacc = ws.scratch, a.tile_counters = ws.counters;  // merged in place
+    } else {
+      WICK_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&a.oacc), floats * sizeof(float), st));
+      own_scratch = true;
+    }
+    a.lseacc = a.oacc + slots_total * a.acc_dim;
   }
-  const dim3 grid(static_cast<unsigned>(m_blocks * heads_y * p.batch), 1u, static_cast<unsigned>(splits));
+  const dim3 grid(static_cast<unsigned>(tiles), 1u, static_cast<unsigned>(splits));
   cudaError_t err;
   if (p.verdict) {
     // After flash_validate: a programmatic launch lets this grid start while the check
@@ -118,16 +132,13 @@ void launch_flash_cfg(const FlashFwdParams& p, cudaStream_t st, int pack, int se
     kernel<<<grid, Cfg::kThreads, Cfg::kSmem, st>>>(a);
     err = cudaGetLastError();
   }
-  if (err == cudaSuccess && splits > 1) {
+  if (err == cudaSuccess && splits > 1 && a.tile_counters == nullptr) {
     const dim3 cgrid(static_cast<unsigned>((max_sq + kCombineWarps - 1) / kCombineWarps),
                      static_cast<unsigned>(p.num_heads), static_cast<unsigned>(p.batch));
     flash_combine_kernel<Elem><<<cgrid, kCombineWarps * 32, 0, st>>>(p, a.oacc, a.lseacc, splits, a.acc_dim);
     err = cudaGetLastError();
   }
-  if (splits > 1) {
-    WICK_CUDA_CHECK(cudaFreeAsync(a.oacc, st));
-    WICK_CUDA_CHECK(cudaFreeAsync(a.lseacc, st));
-  }
+  if (own_scratch) WICK_CUDA_CHECK(cudaFreeAsync(a.oacc, st));
   WICK_CUDA_CHECK(err);
 }
 

@@ -11,4 +11,19 @@ namespace wick::kernels::flash {
 template <int D, FlashDType DT>
 void run_flash_hdim(const FlashFwdParams& params, void* stream, bool decode);
 
+// Split-KV workspace of an eager launch on `stream` (current device): `counters` holds at
+// least `tiles` zeroed tile counters (the kernel resets each after use, so one array serves
+// every launch on the stream) and `scratch` at least `floats` floats for the partials.
+// Made on the stream's first split launch and grown when a launch needs more, stream-ordered
+// (no host wait); a grown buffer's predecessor is kept, never freed, so a launch that
+// obtained it from another thread stays valid (the memory held is at most twice the largest
+// need). False while the stream is being captured into a CUDA graph (the graph then owns its
+// scratch, and a separate combine kernel merges) or when `tiles` exceeds the counters'
+// capacity: the caller allocates per launch.
+struct SplitWorkspace {
+  int* counters = nullptr;
+  float* scratch = nullptr;
+};
+bool split_workspace(void* stream, int64_t tiles, size_t floats, SplitWorkspace& out);
+
 }  // namespace wick::kernels::flash

@@ -31,7 +31,7 @@ struct alignas(64) TileConfig {
 void amx_begin() {
   TileConfig cfg;
   for (int t = 0; t < 8; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;
-  _tile_loadconfig(&cfg);
+  WICK_LOAD_TILE_CONFIG(&cfg);
 }
 
 void amx_end() { _tile_release(); }

@@ -81,7 +81,11 @@ Tensor gather_keys(const AttnPlan& plan, const FlashFwdParams& p, const Tensor& 
 
 Tensor attention_reference(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k, const Tensor& v,
                            ReferencePrecision precision) {
-  const AttnPlan plan = attention::plan_varlen(op, q, k, v);
+  // The reference reads the index tables on the host anyway: its value checks run there too
+  // (strict mode), so a bad table raises at this call on every device.
+  FlashAttnVarLen strict = op;
+  strict.strict_checks = true;
+  const AttnPlan plan = attention::plan_varlen(strict, q, k, v);
   const HostTables tables(plan);
   const FlashFwdParams& p = tables.params();
   std::vector<Tensor> parts;

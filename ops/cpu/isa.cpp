@@ -60,7 +60,7 @@ void amx_probe(float* out) {
   for (int t = 0; t < 3; ++t) cfg[16 + 2 * t] = 4, cfg[48 + t] = 1;  // tiles 0-2: 1 row x 4 bytes
   alignas(64) uint16_t a[2] = {0x4000, 0x3f80};  // bf16 2, 1
   alignas(64) uint16_t b[2] = {0x4040, 0x4080};  // bf16 3, 4
-  _tile_loadconfig(cfg);
+  WICK_LOAD_TILE_CONFIG(cfg);
   _tile_zero(0);
   _tile_loadd(1, a, 4);
   _tile_loadd(2, b, 4);
@@ -103,12 +103,7 @@ Isa detect() {
   if (!avx512) return Isa::Avx2;
   if (!bit(l71.a, 5)) return Isa::Avx512;  // AVX512_BF16
   const bool amx = bit(l7.d, 24) /*AMX-TILE*/ && bit(l7.d, 22) /*AMX-BF16*/;
-  // AMX only on request (WICK_CPU_ISA=amx): on the one AMX machine it has met, a virtual
-  // machine whose probe multiply runs, the attention's AMX tiles still stopped with SIGILL.
-  const char* asked = std::getenv("WICK_CPU_ISA");
-  const bool amx_asked = asked != nullptr && std::strcmp(asked, "amx") == 0;
-  if (amx && amx_asked && request_amx() && (xcr0() & (3ull << 17)) == (3ull << 17) &&
-      amx_runs())
+  if (amx && request_amx() && (xcr0() & (3ull << 17)) == (3ull << 17) && amx_runs())
     return Isa::Amx;
   return Isa::Avx512Bf16;
 }

@@ -18,10 +18,9 @@ enum class Isa : int { Generic = 0, Avx2 = 1, Avx512 = 2, Avx512Bf16 = 3, Amx = 
 
 // The best path this CPU (and OS) supports. Cached after the first call; asking for AMX
 // requests the tile state from Linux once (arch_prctl). The environment variable WICK_CPU_ISA,
-// set to one of the names below, caps the path. Amx is reported only when WICK_CPU_ISA=amx
-// asks for it, the tile state is granted and a probe tile multiply runs: the AMX path is not
-// yet verified on hardware (on the one AMX host measured, a virtual machine, it stopped with
-// SIGILL although the probe ran), so by default an AMX CPU runs the avx512_bf16 path.
+// set to one of the names below, caps the path. Amx is reported when the CPU lists AMX, the
+// tile state is granted and a probe tile multiply runs under a SIGILL handler (some virtual
+// machines list AMX and still fault).
 Isa best_isa();
 
 // "generic", "avx2", "avx512", "avx512_bf16", "amx".

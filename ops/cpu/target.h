@@ -19,3 +19,13 @@
 #define WICK_TARGET_BEGIN(isa)
 #define WICK_TARGET_END
 #endif
+
+// Loads the 64-byte AMX tile configuration at `config` (LDTILECFG). The compiler's intrinsic
+// (_tile_loadconfig) tells the optimiser that only the first 8 bytes are read, so the stores
+// of the rows and bytes-per-row fields can be removed as dead: the tiles are then left
+// unconfigured and the first tile instruction faults (SIGILL). The operand here is the whole
+// 64-byte block. Call it only from a region compiled for amx-tile.
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define WICK_LOAD_TILE_CONFIG(config) \
+  __asm__ volatile("ldtilecfg %0" ::"m"(*reinterpret_cast<const unsigned char(*)[64]>(config)))
+#endif
