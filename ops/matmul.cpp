@@ -1,7 +1,8 @@
 // Batched matmul: lhs (..., m, k) x rhs (..., k, n) -> (..., m, n), batch dims broadcast.
-// CPU: Eigen's GEMM for this CPU's code path (ops/cpu/gemm.h) on the strided matrices (row- or
-// column-major with an outer stride, so transposed and row-strided inputs are read in place). CUDA: cuBLAS, via the
-// one row-major -> column-major translation in kernels/gemm_layout.h.
+// CPU: ops/cpu/gemm.h (oneDNN's f32 GEMM where the build has it, else Eigen's GEMM for this
+// CPU's code path) on the strided matrices (row- or column-major with an outer stride, so
+// transposed and row-strided inputs are read in place). CUDA: cuBLAS, via the one row-major
+// -> column-major translation in kernels/gemm_layout.h.
 // Backward: dA = g * B^T, dB = A^T * g, each summed back over broadcast batch dims.
 #include "kernels/gemm_layout.h"
 #include "ops/cpu/gemm.h"
@@ -32,8 +33,7 @@ std::optional<MatKind> mat_kind(int64_t rows, int64_t cols, int64_t rs, int64_t 
   return MatKind{!op->trans, op->ld};
 }
 
-// One GEMM runs through ops/cpu/gemm.h (Eigen's GEMM for this CPU's code path, split over the
-// shared CPU pool when it is large). A batch of several products is split over the pool by
+// One GEMM runs through ops/cpu/gemm.h (threaded over the shared CPU pool when it is large). A batch of several products is split over the pool by
 // batch entry instead, each product on one thread (the GEMM does not fork again inside a
 // parallel region); a batch too small to pay for the fork stays on the calling thread.
 template <class T>

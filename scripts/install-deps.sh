@@ -3,7 +3,7 @@
 #   scripts/install-deps.sh          what `make test` and `make demo` need
 #   scripts/install-deps.sh clang    also clang (the sanitizer build and the fuzz target, .ci/run)
 set -euo pipefail
-pkgs=(cmake ninja-build g++ make libeigen3-dev doctest-dev libcli11-dev nlohmann-json3-dev libdlpack-dev)
+pkgs=(cmake ninja-build g++ make libeigen3-dev doctest-dev libcli11-dev nlohmann-json3-dev libdlpack-dev libdnnl-dev)
 [ "${1:-}" = clang ] && pkgs+=(clang libclang-rt-14-dev)  # the sanitizer and libFuzzer runtimes
 missing=()
 for p in "${pkgs[@]}"; do

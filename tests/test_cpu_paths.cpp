@@ -1,7 +1,9 @@
-// The CPU's run-time code paths outside attention: the GEMM behind matmul on every path this
-// CPU supports, for every operand layout, against a double loop; and the thread pool.
+// The CPU's run-time code paths outside attention: the GEMM behind matmul (its default entry,
+// oneDNN's GEMM in a build that has it, and Eigen's copy for every path this CPU supports),
+// for every operand layout, against a double loop; and the thread pool.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <random>
@@ -31,11 +33,16 @@ void check_gemm(int64_t m, int64_t n, int64_t k, uint64_t seed) {
       const int64_t lda = a_row ? k + pad : m + pad, ldb = b_row ? n + pad : k + pad;
       auto A = [&](int64_t i, int64_t j) { return double(a_row ? abuf[i * lda + j] : abuf[j * lda + i]); };
       auto B = [&](int64_t i, int64_t j) { return double(b_row ? bbuf[i * ldb + j] : bbuf[j * ldb + i]); };
-      for (int p = 0; p <= static_cast<int>(cpu::best_isa()); ++p) {
-        const auto isa = static_cast<cpu::Isa>(p);
-        INFO("path ", std::string(cpu::isa_name(isa)), ", a row-major ", a_row, ", b row-major ", b_row);
+      // p = -1: the default entry (oneDNN's GEMM for a large product in a build that has it)
+      for (int p = -1; p <= static_cast<int>(cpu::best_isa()); ++p) {
+        const auto isa = static_cast<cpu::Isa>(std::max(p, 0));
+        INFO("path ", p < 0 ? std::string("default") : std::string(cpu::isa_name(isa)), ", a row-major ", a_row,
+             ", b row-major ", b_row);
         std::vector<float> c(m * n, std::nanf(""));
-        cpu::gemm<float>(m, n, k, {abuf.data(), lda, a_row}, {bbuf.data(), ldb, b_row}, c.data(), isa);
+        if (p < 0)
+          cpu::gemm<float>(m, n, k, {abuf.data(), lda, a_row}, {bbuf.data(), ldb, b_row}, c.data());
+        else
+          cpu::gemm<float>(m, n, k, {abuf.data(), lda, a_row}, {bbuf.data(), ldb, b_row}, c.data(), isa);
         double err = 0;
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < n; ++j) {

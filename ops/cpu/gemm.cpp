@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <type_traits>
 
+#if WICK_WITH_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
 #include "ops/cpu/isa.h"
 #include "ops/cpu/parallel.h"
 
@@ -63,10 +67,36 @@ GemmOperand<T> cols_from(GemmOperand<T> b, int64_t c0) {
 
 constexpr int64_t kMinMacsPerThread = int64_t(1) << 22;  // below this a thread is not worth a fork
 
+#if WICK_WITH_ONEDNN
+// oneDNN's f32 GEMM (row-major, threaded over the same OpenMP runtime as wick's pool; inside
+// a parallel region it runs on the calling thread). Its instruction set is capped once at
+// this process's best path, so WICK_CPU_ISA caps it too. False when it is not used: a
+// product too small to be worth threads, a CPU without AVX2, or arguments it refuses.
+bool onednn_sgemm(int64_t m, int64_t n, int64_t k, GemmOperand<float> a, GemmOperand<float> b, float* c) {
+  const Isa isa = best_isa();
+  if (isa < Isa::Avx2 || double(m) * double(n) * double(k) < 2.0 * double(kMinMacsPerThread)) return false;
+  static const bool capped = [isa] {
+    dnnl_cpu_isa_t cap = dnnl_cpu_isa_avx2;
+    if (isa == Isa::Avx512) cap = dnnl_cpu_isa_avx512_core;
+    if (isa == Isa::Avx512Bf16) cap = dnnl_cpu_isa_avx512_core_bf16;
+    if (isa == Isa::Amx) cap = dnnl_cpu_isa_avx512_core_amx;
+    return dnnl_set_max_cpu_isa(cap) == dnnl_success;
+  }();
+  (void)capped;  // a refused cap (oneDNN already in use elsewhere) leaves oneDNN's own choice
+  // op(A) is m x k: a row-major A as is, a column-major one as the transpose of its storage
+  return dnnl_sgemm(a.row_major ? 'N' : 'T', b.row_major ? 'N' : 'T', m, n, k, 1.0f, a.data, a.ld, b.data, b.ld,
+                    0.0f, c, n) == dnnl_success;
+}
+#endif
+
 }  // namespace
 
 template <class T>
 void gemm(int64_t m, int64_t n, int64_t k, GemmOperand<T> a, GemmOperand<T> b, T* c) {
+#if WICK_WITH_ONEDNN
+  if constexpr (std::is_same_v<T, float>)
+    if (onednn_sgemm(m, n, k, a, b, c)) return;
+#endif
   gemm<T>(m, n, k, a, b, c, best_isa());
 }
 
