@@ -6,7 +6,8 @@
 // dtype. It materialises every (sq x sk) score matrix: fine for tests, not for long contexts.
 //
 // Same arguments, same checks (it runs the same plan, so it raises the same errors) and the
-// same output shape as the op's forward().
+// same output shape as the op's forward(). The value checks always run on the host at the
+// call (strict mode), also for CUDA tensors: the reference reads the tables there anyway.
 #pragma once
 #include "ops/attention/op.h"
 
