@@ -12,7 +12,9 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <map>
+#include <string>
 
 #include "tensor/grad_node.h"
 #include "devices.h"
@@ -228,7 +230,8 @@ struct SweepCase {
   CacheLayout layout = CacheLayout::Separate;
 };
 
-void run_sweep_case(const SweepCase& c, Device dev, uint64_t seed) {
+// deterministic: the op's field (on CUDA: the two-kernel path instead of the fused one).
+void run_sweep_case(const SweepCase& c, Device dev, uint64_t seed, bool deterministic) {
   const auto cq = cumulative(c.lens_q), ck = cumulative(c.lens_k);
   const size_t tq = cq.back(), tk = ck.back(), batch = c.lens_q.size();
   auto build = [&](Device d) {
@@ -249,6 +252,7 @@ void run_sweep_case(const SweepCase& c, Device dev, uint64_t seed) {
     return op;
   };
   FlashAttnVarLen op_c = build(Device::cpu()), op_d = build(dev);
+  op_d.deterministic = deterministic;
   Tensor qc = randn({tq, c.h, c.d}, c.dtype, Device::cpu(), seed);
   Tensor kc = randn({tk, c.hk, c.d}, c.dtype, Device::cpu(), seed + 1);
   Tensor vc = randn({tk, c.hk, c.d}, c.dtype, Device::cpu(), seed + 2);
@@ -293,14 +297,19 @@ TEST_CASE("attention backward: sweep of shapes, masks, GQA, paging and dtypes") 
       {"GQA 4/2 causal, d256", {20, 33}, {40, 33}, 4, 2, 256, DType::BF16, std::nullopt, 0},
       {"window, f16 d192", {17, 30}, {17, 30}, 2, 1, 192, DType::F16, 5, 5},
       {"full, d512 (the scalar kernels)", {9, 12}, {9, 12}, 2, 2, 512, DType::BF16, std::nullopt, std::nullopt},
+      // long enough for whole tiles that need no mask, next to partial and masked ones
+      {"whole tiles, causal GQA 4/2, d128", {200, 130}, {260, 130}, 4, 2, 128, DType::BF16, std::nullopt, 0},
+      {"whole tiles, full, f16 d64", {192, 70}, {256, 140}, 2, 1, 64, DType::F16, std::nullopt, std::nullopt},
   };
   uint64_t seed = 9100;
   for (const SweepCase& c : cases) {
-    for (Device dev : test::test_devices()) {
-      INFO("case: ", c.name);
-      DEVICE_CONTEXT(dev);
-      run_sweep_case(c, dev, seed);
-    }
+    for (Device dev : test::test_devices())
+      for (bool deterministic : {false, true}) {
+        if (deterministic && dev.is_cpu()) continue;  // one CPU backward
+        INFO("case: ", c.name, deterministic ? " (deterministic)" : "");
+        DEVICE_CONTEXT(dev);
+        run_sweep_case(c, dev, seed, deterministic);
+      }
     seed += 10;
   }
   for (const auto& entry : worst_kernel_vs_host()) {
@@ -328,15 +337,17 @@ TEST_CASE("attention backward: batched op, GQA 8/2 causal sq != sk, f16 d128") {
   }
 }
 
-// The CUDA backward is deterministic: the same inputs give the same gradients, bit for bit,
-// run after run (no gradient is summed with atomics in an order that varies). Strided q and
-// dO (padded rows) go through the same kernels.
-TEST_CASE("attention backward: CUDA gradients are bitwise identical run to run, strided q included") {
+// The deterministic CUDA backward gives the same gradients, bit for bit, run after run (no
+// gradient is summed with atomics in an order that varies); the default fused kernel agrees
+// with it to the rounding of the dtype. Strided q and dO (padded rows) go through the same
+// kernels.
+TEST_CASE("attention backward: deterministic CUDA gradients are bitwise identical run to run, strided q included") {
   SKIP_WITHOUT_CUDA();
   const Device dev = Device::cuda(0);
   const VarlenSetup s{{300, 1, 257}, {300, 64, 400}, 8, 2, 128, DType::BF16};
   FlashAttnVarLen op = make_op(s, dev);
   op.causal = true;
+  op.deterministic = true;
   const size_t tq = 558, tk = 764;
   const Tensor q = randn({tq, 8, 136}, DType::BF16, dev, 71).narrow(2, 0, 128);  // row stride 1088
   const Tensor k = randn({tk, 2, 128}, DType::BF16, dev, 72), v = randn({tk, 2, 128}, DType::BF16, dev, 73);
@@ -349,17 +360,38 @@ TEST_CASE("attention backward: CUDA gradients are bitwise identical run to run, 
   };
   const auto first = grads();
   for (int run = 0; run < 3; ++run) CHECK(grads() == first);
-  // and they are the host backward's, within the f32 rounding the kernel tests allow
+  op.deterministic = false;
+  const auto fused = grads();
+  op.deterministic = true;
+  // both are the host backward's, within the f32 rounding the kernel tests allow
   autograd::NoGradGuard no_grad;
   const attention::AttnPlan plan = attention::plan_varlen(op, q, k, v);
   auto [out, lse] = op.forward_with_lse(q, k, v);
   const auto host = attention::host_backward(plan, q, k, v, out, lse, seed);
   for (int which = 0; which < 3; ++which) {
     const std::vector<double> h = host[which].to_f64_vec();
-    double max_abs = 0, max_diff = 0;
-    for (size_t i = 0; i < h.size(); ++i)
-      max_abs = std::max(max_abs, std::abs(h[i])), max_diff = std::max(max_diff, std::abs(h[i] - first[which][i]));
-    INFO("gradient ", which, ": max |kernel - host| ", max_diff, ", max |host| ", max_abs);
+    double max_abs = 0, max_diff = 0, max_diff_fused = 0;
+    for (size_t i = 0; i < h.size(); ++i) {
+      max_abs = std::max(max_abs, std::abs(h[i]));
+      max_diff = std::max(max_diff, std::abs(h[i] - first[which][i]));
+      max_diff_fused = std::max(max_diff_fused, std::abs(h[i] - fused[which][i]));
+    }
+    INFO("gradient ", which, ": max |kernel - host| ", max_diff, " (fused kernel ", max_diff_fused, "), max |host| ",
+         max_abs);
     CHECK(max_diff <= 1e-2 * max_abs);
+    CHECK(max_diff_fused <= 1e-2 * max_abs);
   }
+}
+
+TEST_CASE("attention backward: the deterministic field reaches the plan") {
+  const VarlenSetup s{{3}, {5}, 2, 1, 16, DType::BF16};
+  FlashAttnVarLen op = make_op(s, Device::cpu());
+  const Tensor q = randn({3, 2, 16}, DType::BF16, Device::cpu(), 1), k = randn({5, 1, 16}, DType::BF16, Device::cpu(), 2);
+  const bool env = std::getenv("WICK_DETERMINISTIC") && std::string(std::getenv("WICK_DETERMINISTIC")) == "1";
+  CHECK(attention::plan_varlen(op, q, k, k).deterministic == env);
+  op.deterministic = true;
+  CHECK(attention::plan_varlen(op, q, k, k).deterministic);
+  FlashAttn batched;
+  batched.deterministic = true;
+  CHECK(attention::plan_batched(batched, q.unsqueeze(0), k.unsqueeze(0), k.unsqueeze(0)).deterministic);
 }

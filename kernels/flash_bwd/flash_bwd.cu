@@ -23,6 +23,9 @@
 //      Rows that cannot see the tile are skipped by the window bounds; with mm-prefix
 //      ranges every row is visited and the per-key rule decides.
 //   3. cast kernel: f32 accumulators to the output dtype, every element (unused rows 0).
+// The tensor-core kernels (flash_bwd_mma.cuh) replace step 2 for head sizes up to 256: by
+// default one fused kernel that adds dQ with atomics and, unless paged, stores dK and dV in
+// the output dtype itself; with `deterministic`, two kernels that each own their outputs.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -60,7 +63,7 @@ __global__ void __launch_bounds__(kWarps * 32) dsum_kernel(const FlashBwdParams 
   float acc = 0.f;
   for (int d = lane; d < p.head_size; d += 32) acc += to_float(o[d]) * to_float(g[d]);
   for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-  if (lane == 0) bp.dsum[(s.q_row0 + i) * p.num_heads + h] = acc;
+  if (lane == 0) bp.dsum[dsum_index(p, s.q_row0 + i, h)] = acc;
 }
 
 // 2. dK, dV of one key tile (all of it: every query head of the group), dQ by atomics.
@@ -131,7 +134,7 @@ __global__ void __launch_bounds__(kWarps * 32) tile_kernel(const FlashBwdParams 
       const float* vr = sV + lane * ld;
       for (int d = 0; d < D; ++d) qk += sQ[d] * kr[d], dp += sdO[d] * vr[d];
       pj = expf(logit(qk, scale, p.softcap, slope, pos, t) - lse);
-      dsj = pj * (dp - bp.dsum[(s.q_row0 + i) * p.num_heads + h]);
+      dsj = pj * (dp - bp.dsum[dsum_index(p, s.q_row0 + i, h)]);
       if (p.softcap > 0.f) {
         const float th = tanhf(qk * scale / p.softcap);
         dsj *= 1.f - th * th;
@@ -185,6 +188,23 @@ void cast(const float* src, void* dst, int64_t n, const uint32_t* verdict, cudaS
   WICK_CUDA_CHECK(cudaGetLastError());
 }
 
+// NaN into dst when the call faulted (its kernels returned at once); otherwise nothing.
+template <class Elem>
+__global__ void poison_kernel(Elem* dst, int64_t n, const uint32_t* verdict) {
+  if (*verdict == 0) return;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    dst[e] = from_float<Elem>(NAN);
+}
+
+template <class Elem>
+void poison(void* dst, int64_t n, const uint32_t* verdict, cudaStream_t st) {
+  if (n <= 0 || !verdict) return;
+  const int64_t blocks = std::min<int64_t>((n + 255) / 256, 65535);
+  poison_kernel<Elem><<<static_cast<unsigned>(blocks), 256, 0, st>>>(static_cast<Elem*>(dst), n, verdict);
+  WICK_CUDA_CHECK(cudaGetLastError());
+}
+
 // Keys per tile: 32 (one per lane) while the four f32 tiles fit in about 100 KiB of
 // shared memory, else fewer so head sizes up to 512 still fit.
 int tile_keys(int head_size) {
@@ -207,44 +227,65 @@ bool tensor_core_friendly(const FlashBwdParams& bp) {
          strides8(bp.do_batch_stride, bp.do_row_stride, bp.do_head_stride);
 }
 
+// The tensor-core path: the fused kernel, or the two deterministic ones.
+template <int kD, class Elem>
+void launch_tensor_cores(const FlashBwdParams& bp, cudaStream_t st) {
+  if (bp.deterministic)
+    flash_bwd_mma::launch<kD, Elem>(bp, st);
+  else
+    flash_bwd_mma::launch_fused<kD, Elem>(bp, st);
+}
+
 template <class Elem>
-void run(const FlashBwdParams& bp, cudaStream_t st) {
+void run(const FlashBwdParams& bp_in, cudaStream_t st) {
+  FlashBwdParams bp = bp_in;
   const FlashFwdParams& p = bp.fwd;
   const int64_t nq = p.total_q * p.num_heads * p.head_size;
   const int64_t nk = bp.kv_rows * p.num_heads_k * p.head_size;
+  const bool tensor_cores = tensor_core_friendly(bp);
+  // The fused kernel owns each (key row, kv head) of dK and dV unless the cache is paged
+  // (two sequences may share a block), so it stores them in the output dtype directly.
+  bp.kv_direct = tensor_cores && !bp.deterministic && !p.block_table;
   WICK_CUDA_CHECK(cudaMemsetAsync(bp.dq_accum, 0, nq * sizeof(float), st));
-  WICK_CUDA_CHECK(cudaMemsetAsync(bp.dk_accum, 0, nk * sizeof(float), st));
-  WICK_CUDA_CHECK(cudaMemsetAsync(bp.dv_accum, 0, nk * sizeof(float), st));
+  if (bp.kv_direct) {  // rows no sequence uses stay 0
+    WICK_CUDA_CHECK(cudaMemsetAsync(bp.dk, 0, nk * sizeof(Elem), st));
+    WICK_CUDA_CHECK(cudaMemsetAsync(bp.dv, 0, nk * sizeof(Elem), st));
+  } else {
+    WICK_CUDA_CHECK(cudaMemsetAsync(bp.dk_accum, 0, nk * sizeof(float), st));
+    WICK_CUDA_CHECK(cudaMemsetAsync(bp.dv_accum, 0, nk * sizeof(float), st));
+  }
   const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
   const int max_sk = p.cu_seqlens_k ? p.max_seqlen_k : p.seqlen_k;
   if (p.batch > 0 && p.num_heads > 0 && max_sq > 0 && max_sk > 0) {
     const dim3 g1((max_sq + kWarps - 1) / kWarps, p.num_heads, p.batch);
     dsum_kernel<Elem><<<g1, kWarps * 32, 0, st>>>(bp);
     WICK_CUDA_CHECK(cudaGetLastError());
-    if (tensor_core_friendly(bp)) {
+    if (tensor_cores) {
       if (p.head_size <= 64)
-        flash_bwd_mma::launch<64, Elem>(bp, st);
+        launch_tensor_cores<64, Elem>(bp, st);
       else if (p.head_size <= 128)
-        flash_bwd_mma::launch<128, Elem>(bp, st);
+        launch_tensor_cores<128, Elem>(bp, st);
       else
-        flash_bwd_mma::launch<256, Elem>(bp, st);
-      cast<Elem>(bp.dq_accum, bp.dq, nq, p.verdict, st);
-      cast<Elem>(bp.dk_accum, bp.dk, nk, p.verdict, st);
-      cast<Elem>(bp.dv_accum, bp.dv, nk, p.verdict, st);
-      return;
+        launch_tensor_cores<256, Elem>(bp, st);
+    } else {
+      const int bc = tile_keys(p.head_size);
+      const size_t smem = (4 * static_cast<size_t>(bc) * (p.head_size + 1) + kWarps * (2 * p.head_size + 32)) *
+                          sizeof(float);
+      WICK_CUDA_CHECK(cudaFuncSetAttribute(tile_kernel<Elem>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem)));
+      const dim3 g2((max_sk + bc - 1) / bc, p.num_heads_k, p.batch);
+      tile_kernel<Elem><<<g2, kWarps * 32, smem, st>>>(bp, bc);
+      WICK_CUDA_CHECK(cudaGetLastError());
     }
-    const int bc = tile_keys(p.head_size);
-    const size_t smem = (4 * static_cast<size_t>(bc) * (p.head_size + 1) + kWarps * (2 * p.head_size + 32)) *
-                        sizeof(float);
-    WICK_CUDA_CHECK(
-        cudaFuncSetAttribute(tile_kernel<Elem>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    const dim3 g2((max_sk + bc - 1) / bc, p.num_heads_k, p.batch);
-    tile_kernel<Elem><<<g2, kWarps * 32, smem, st>>>(bp, bc);
-    WICK_CUDA_CHECK(cudaGetLastError());
   }
   cast<Elem>(bp.dq_accum, bp.dq, nq, p.verdict, st);
-  cast<Elem>(bp.dk_accum, bp.dk, nk, p.verdict, st);
-  cast<Elem>(bp.dv_accum, bp.dv, nk, p.verdict, st);
+  if (bp.kv_direct) {
+    poison<Elem>(bp.dk, nk, p.verdict, st);
+    poison<Elem>(bp.dv, nk, p.verdict, st);
+  } else {
+    cast<Elem>(bp.dk_accum, bp.dk, nk, p.verdict, st);
+    cast<Elem>(bp.dv_accum, bp.dv, nk, p.verdict, st);
+  }
 }
 
 }  // namespace

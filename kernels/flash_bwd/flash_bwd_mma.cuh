@@ -1,5 +1,8 @@
-// The tensor-core backward (mma.sync m16n8k16, f32 accumulation), deterministic: two
-// kernels that each own their outputs, so no result depends on the order of atomic adds.
+// The tensor-core backward (mma.sync m16n8k16, f32 accumulation) in two forms:
+//   the fused kernel (the default; at the end of this file): one pass per key tile that
+//     also adds dQ into an f32 buffer with atomics, five matrix products per tile;
+//   the deterministic pair (the op's `deterministic`): two kernels that each own their
+//     outputs, so no result depends on the order of atomic adds, seven products per tile.
 // The math is the host backward's (ops/attention/backward.cpp) and the scalar kernels':
 //   P = exp(logit - lse)   dP = dO V^T   dS = P * (dP - D) [* (1 - tanh^2) with softcap]
 //   dV = P^T dO            dK = scale * dS^T Q            dQ = scale * dS K
@@ -27,6 +30,8 @@
 //   X as B for a product with X (X is k x n):            ldmatrix_x4_trans at b_lane(X)
 #pragma once
 #include <cuda_runtime.h>
+
+#include <type_traits>
 
 #include "kernels/flash/flash_common.cuh"
 #include "kernels/flash/flash_mma.cuh"
@@ -61,10 +66,13 @@ __device__ __forceinline__ uint32_t at(int row, int col) {
 
 // Copies kRows rows of kD channels into a padded shared tile: row r from global element
 // offset row_offset(r) (channels past head_size, and rows with valid(r) false, read as zero).
-template <int kRows, int kD, int kStride, class Elem, class Offset, class Valid>
+template <int kRows, int kD, int kStride, int kCtaThreads = kThreads, class Elem, class Offset, class Valid>
 __device__ __forceinline__ void load_rows(Elem* dst, const Elem* base, Offset row_offset, Valid valid, int head_size) {
-  constexpr int kChunks = kD / 8;
-  for (int c = threadIdx.x; c < kRows * kChunks; c += kThreads) {
+  constexpr int kChunks = kD / 8, kTotal = kRows * kChunks;
+#pragma unroll
+  for (int k = 0; k < (kTotal + kCtaThreads - 1) / kCtaThreads; ++k) {
+    const int c = threadIdx.x + k * kCtaThreads;
+    if (kTotal % kCtaThreads != 0 && c >= kTotal) break;
     const int r = c / kChunks, col = (c % kChunks) * 8;
     const bool ok = col < head_size && valid(r);
     cp_async_16(smem_addr(dst + r * kStride + col), ok ? base + row_offset(r) + col : base, ok);
@@ -226,7 +234,7 @@ __global__ void __launch_bounds__(kThreads) bwd_kv_kernel(const FlashBwdParams b
         const int i = i0 + r;
         const float l = i < s.sq ? p.lse[lse_offset(p, b, s, i, h)] : -INFINITY;
         sLse[r] = l == -INFINITY ? -INFINITY : l * kLog2e;
-        sD[r] = i < s.sq ? bp.dsum[(s.q_row0 + i) * p.num_heads + h] : 0.f;
+        sD[r] = i < s.sq ? bp.dsum[dsum_index(p, s.q_row0 + i, h)] : 0.f;
       }
       cp_async_wait<0>();
       __syncthreads();
@@ -330,7 +338,7 @@ __global__ void __launch_bounds__(kThreads) bwd_q_kernel(const FlashBwdParams bp
     const bool ok = row[rr] < s.sq;
     const float l = ok ? p.lse[lse_offset(p, b, s, row[rr], h)] : -INFINITY;
     lse2[rr] = l == -INFINITY ? -INFINITY : l * kLog2e;
-    dsum[rr] = ok ? bp.dsum[(s.q_row0 + row[rr]) * p.num_heads + h] : 0.f;
+    dsum[rr] = ok ? bp.dsum[dsum_index(p, s.q_row0 + row[rr], h)] : 0.f;
     win[rr] = window_keys<int>(p, row[rr] + off, s.sk);
   }
 
@@ -387,6 +395,278 @@ __global__ void __launch_bounds__(kThreads) bwd_q_kernel(const FlashBwdParams bp
   }
 }
 
+
+// ---- the fused kernel ------------------------------------------------------------------
+// One CTA per (key tile of kBlockN keys, kv head, sequence[, output column chunk]) with
+// the kv kernel's layout (warp w owns keys 16w..16w+15 and their dK, dV rows), walking
+// every (query head of the group, query tile of kBlockM rows) whose window reaches the
+// tile. One step:
+//   1. dP^T = V dO^T and S^T = K Q^T (the warp's 16 keys x the tile's queries)
+//   2. P^T and dS^T in place: P = exp2(S * scale * log2 e - lse * log2 e), dS = P (dP - D)
+//      (with a softcap or ALiBi: the contract's logit and the softcap's factor); 0 where a
+//      row does not see the key (a tile whose every row sees every key skips that test)
+//   3. dV += P^T dO, dK += dS^T Q
+//   4. dS^T to shared memory (rounded to the input dtype, as the products use it); barrier
+//      (and, with one stage, the next Q / dO tile starts loading)
+//   5. dQ of the tile's rows, scale * dS K (warp: one or two 16-row slices, some columns),
+//      added into the f32 dq_accum with atomics while the next Q / dO tile loads
+// At the end dK and dV go out once (kv_direct: in the output dtype). Up to d128: 8 warps,
+// 128 keys, 64-query steps, two Q / dO stages, one CTA per SM; d256: 4 warps, 32-query
+// steps, one stage, 128-channel output chunks.
+// Five products per step where the two-kernel path needs seven. dQ's terms from different
+// key tiles arrive in the order the CTAs run, so its last bits vary run to run.
+
+template <int kD, int kDV, int kWarps, int kBlockM_>
+struct FusedCfg {
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kBlockN = 16 * kWarps;                      // keys per CTA
+  static constexpr int kBlockM = kBlockM_;                          // queries per step
+  static constexpr int kStages = kD <= 64 || kWarps == 8 ? 2 : 1;   // Q / dO tiles in flight
+  static constexpr int kStride = kD + 8;                            // Q, dO, K, V rows
+  static constexpr int kSStride = kBlockM + 8;                      // dS^T rows (keys)
+  static constexpr int kMTiles = kBlockM / 16;                      // dQ: 16-row slices
+  static constexpr int kSlices = kMTiles >= kWarps ? 1 : kWarps / kMTiles;  // dQ: column slices
+  static constexpr int kStage = 2 * kBlockM * kStride;              // Q then dO, elements
+  static constexpr int kSmem =
+      2 * (2 * kBlockN * kStride + kStages * kStage + kBlockN * kSStride) + kStages * 2 * kBlockM * 4;
+};
+
+// dq_accum[at .. at + 1] += (x, y): one vector atomic where the GPU has it.
+__device__ __forceinline__ void atomic_add2(float* at, float x, float y) {
+#if __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float2*>(at), make_float2(x, y));
+#else
+  atomicAdd(at, x);
+  atomicAdd(at + 1, y);
+#endif
+}
+
+// kLogitTerms: the op has a softcap or ALiBi (the logit's extra terms and the softcap's
+// factor need registers the common case should not pay for).
+template <int kD, int kDV, class Elem, bool kLogitTerms, int kWarps, int kBM>
+__global__ void __launch_bounds__(32 * kWarps) bwd_fused_kernel(const FlashBwdParams bp, int n_col_chunks) {
+  using Cfg = FusedCfg<kD, kDV, kWarps, kBM>;
+  constexpr int kThreads = Cfg::kThreads;
+  constexpr int kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM, kStride = Cfg::kStride,
+                kSStride = Cfg::kSStride, kStages = Cfg::kStages, kM8 = kBlockM / 8;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Elem* sK = reinterpret_cast<Elem*>(smem_raw);
+  Elem* sV = sK + kBlockN * kStride;
+  Elem* sStage = sV + kBlockN * kStride;  // stage j: Q at j * kStage, dO kBlockM rows later
+  Elem* sdS = sStage + kStages * Cfg::kStage;
+  float* sRows = reinterpret_cast<float*>(sdS + kBlockN * kSStride);  // stage j: lse, then D
+
+  const FlashFwdParams& p = bp.fwd;
+  if (call_faulted(p)) return;  // the cast kernel writes NaN gradients
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, tq = lane % 4;
+  const int chunk = blockIdx.x % n_col_chunks, tile = blockIdx.x / n_col_chunks;
+  const int hk = blockIdx.y, b = blockIdx.z, col0 = chunk * kDV;
+  const SeqBounds s = seq_bounds(p, b);
+  const int t0 = tile * kBlockN;
+  if (t0 >= s.sk || s.sq == 0) return;
+  const int hs = p.head_size;
+  load_rows<kBlockN, kD, kStride, kThreads>(sK, static_cast<const Elem*>(p.k),
+                                  [&](int r) { return k_offset(p, b, s, t0 + r, hk); },
+                                  [&](int r) { return t0 + r < s.sk; }, hs);
+  load_rows<kBlockN, kD, kStride, kThreads>(sV, static_cast<const Elem*>(p.v),
+                                  [&](int r) { return v_offset(p, b, s, t0 + r, hk); },
+                                  [&](int r) { return t0 + r < s.sk; }, hs);
+  cp_async_commit();
+
+  // The query rows whose window reaches a key of the tile (with mm-prefix ranges, all), in
+  // whole query tiles, times the heads of the group: the steps.
+  const int off = static_cast<int>(key_position(s, 0));
+  const int t_last = min(s.sk, t0 + kBlockN) - 1;
+  const int32_t* mm = mm_ranges_of(p, b);
+  int i_lo = 0, i_hi = s.sq;
+  if (!mm) {
+    const Range<int> pos = window_rows<int>(p, t0, t_last, off, off + s.sq);
+    i_lo = pos.begin - off, i_hi = pos.end - off;
+  }
+  const int first_tile = i_lo / kBlockM;
+  const int n_tiles = i_hi > i_lo ? (i_hi - 1) / kBlockM - first_tile + 1 : 0;
+  const int group = group_size(p), steps = group * n_tiles;
+  auto head_of = [&](int n) { return hk * group + n / n_tiles; };
+  // Key tiles start their walk at different query tiles, so the CTAs of one head do not
+  // all add into the same dQ rows at once.
+  auto row0_of = [&](int n) { return (first_tile + (n + tile) % n_tiles) * kBlockM; };
+
+  const Elem* gq = static_cast<const Elem*>(p.q);
+  const Elem* gdo = static_cast<const Elem*>(bp.dout);
+  // Step n's Q, dO, lse and D into stage n % kStages (one cp.async group).
+  auto load_step = [&](int n) {
+    const int h = head_of(n), i0 = row0_of(n), j = n % kStages;
+    Elem* q_dst = sStage + j * Cfg::kStage;
+    load_rows<kBlockM, kD, kStride, kThreads>(q_dst, gq, [&](int r) { return q_offset(p, b, s, i0 + r, h); },
+                                    [&](int r) { return i0 + r < s.sq; }, hs);
+    load_rows<kBlockM, kD, kStride, kThreads>(
+        q_dst + kBlockM * kStride, gdo,
+        [&](int r) { return b * bp.do_batch_stride + (s.q_start + i0 + r) * bp.do_row_stride + h * bp.do_head_stride; },
+        [&](int r) { return i0 + r < s.sq; }, hs);
+    float* rows = sRows + j * 2 * kBlockM;
+    for (int r = threadIdx.x; r < 2 * kBlockM; r += kThreads) {
+      const int i = i0 + r % kBlockM;
+      const bool ok = i < s.sq;
+      const float* src = r < kBlockM ? p.lse + (ok ? lse_offset(p, b, s, i, h) : 0)
+                                     : bp.dsum + (ok ? dsum_index(p, s.q_row0 + i, h) : 0);
+      cp_async_4(smem_addr(rows + r), src, ok);
+    }
+  };
+  if (steps > 0) load_step(0);
+  cp_async_commit();
+
+  // This thread's two key rows (g and g + 8 of the warp's 16) and the query rows each sees
+  // through its window.
+  int key[2], q_lo[2], q_hi[2];
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    key[rr] = t0 + warp * 16 + g + 8 * rr;
+    const Range<int> pos = window_rows<int>(p, key[rr], key[rr], off, off + s.sq);
+    q_lo[rr] = pos.begin - off, q_hi[rr] = pos.end - off;
+  }
+  const float scale2 = p.softmax_scale * kLog2e;
+
+  float dk[kDV / 8][4], dv[kDV / 8][4];
+  zero(dk);
+  zero(dv);
+  const uint32_t k_a = a_lane<kStride>(sK + warp * 16 * kStride, lane);
+  const uint32_t v_a = a_lane<kStride>(sV + warp * 16 * kStride, lane);
+  const uint32_t k_b = b_lane<kStride>(sK, lane);
+  const uint32_t ds_at = bt_lane<kSStride>(sdS, lane);
+
+  for (int n = 0; n < steps; ++n) {
+    const int h = head_of(n), i0 = row0_of(n), j = n % kStages;
+    if constexpr (kStages == 2) {
+      if (n + 1 < steps) load_step(n + 1);  // its stage was last read before step n-1's barrier
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // step n's tiles are in; every warp is done with step n-1's dS^T
+    const Elem* sQ = sStage + j * Cfg::kStage;
+    const Elem* sdO = sQ + kBlockM * kStride;
+    const float* sLse = sRows + j * 2 * kBlockM;
+    const float* sD = sLse + kBlockM;
+
+    // Which of this thread's kM8 x 4 (query, key) pairs are visible, bit 4 jj + e; set
+    // before the products, while registers are free. A tile whose every row sees every key
+    // needs no test.
+    using Bits = std::conditional_t<(kM8 * 4 > 32), unsigned long long, uint32_t>;
+    Bits vis = ~Bits(0);
+    if (!(i0 + kBlockM <= s.sq && t0 + kBlockN <= s.sk &&
+          window_covers<int>(p, i0 + off, i0 + kBlockM - 1 + off, t0, t0 + kBlockN - 1, s.sk))) {
+      vis = 0;
+#pragma unroll
+      for (int jj = 0; jj < kM8; ++jj)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int rr = e / 2, i = i0 + jj * 8 + 2 * tq + (e % 2), t = key[rr];
+          const bool seen = t < s.sk && i < s.sq &&
+                            ((i >= q_lo[rr] && i < q_hi[rr]) ||
+                             (mm && in_shared_range<int>(mm, p.mm_range_stride, p.mm_max_ranges, i + off, t)));
+          vis |= static_cast<Bits>(seen) << (4 * jj + e);
+        }
+    }
+
+    // 1. dP^T = V dO^T, S^T = K Q^T
+    float st[kM8][4], dpt[kM8][4];
+    mma_abt<kD, kStride, kM8, Elem>(dpt, v_a, bt_lane<kStride>(sdO, lane));
+    mma_abt<kD, kStride, kM8, Elem>(st, k_a, bt_lane<kStride>(sQ, lane));
+    // 2. P^T into st, dS^T into dpt (invisible: 0, which also covers a row with lse = -inf)
+    const float slope = kLogitTerms ? alibi_slope(p, h) : 0.f;
+    auto probs = [&](auto all_seen) {
+#pragma unroll
+      for (int jj = 0; jj < kM8; ++jj)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int c = jj * 8 + 2 * tq + (e % 2);
+          const bool seen = all_seen || ((vis >> (4 * jj + e)) & 1u);
+          float pr, fac = 1.f;
+          if constexpr (kLogitTerms)
+            prob(st[jj][e], p, slope, i0 + c + off, key[e / 2], sLse[c] * kLog2e, seen, pr, fac);
+          else
+            pr = seen ? exp2f(st[jj][e] * scale2 - sLse[c] * kLog2e) : 0.f;
+          dpt[jj][e] = pr * (dpt[jj][e] - sD[c]) * fac;
+          st[jj][e] = pr;
+        }
+    };
+    if (vis == ~Bits(0))
+      probs(std::true_type{});
+    else
+      probs(std::false_type{});
+    // 3. dV += P^T dO, dK += dS^T Q (scaled at the end)
+    mma_accb<kStride, kM8, kDV, Elem>(dv, st, b_lane<kStride>(sdO, lane), col0);
+    mma_accb<kStride, kM8, kDV, Elem>(dk, dpt, b_lane<kStride>(sQ, lane), col0);
+    // 4. dS^T (keys x queries) for the whole CTA
+#pragma unroll
+    for (int jj = 0; jj < kM8; ++jj)
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr)
+        *reinterpret_cast<uint32_t*>(sdS + (warp * 16 + g + 8 * rr) * kSStride + jj * 8 + 2 * tq) =
+            pack2<Elem>(dpt[jj][2 * rr], dpt[jj][2 * rr + 1]);
+    __syncthreads();  // dS^T complete; step n's Q / dO are read
+    if constexpr (kStages == 1) {
+      if (n + 1 < steps) load_step(n + 1);
+      cp_async_commit();
+    }
+    // 5. dQ += scale * dS K: 16-row slice m of the tile, kQW columns from c0 at a time
+    constexpr int kMTiles = Cfg::kMTiles, kCols = kDV / Cfg::kSlices, kQW = kCols < 128 ? kCols : 128;
+    constexpr int kPerWarp = (kMTiles >= kWarps ? kMTiles / kWarps : 1) * (kCols / kQW);
+#pragma unroll
+    for (int mi = 0; mi < kPerWarp; ++mi) {
+      const int m = kMTiles >= kWarps ? warp + mi / (kCols / kQW) * kWarps : warp % kMTiles;
+      const int c0 = col0 + (kMTiles >= kWarps ? 0 : warp / kMTiles * kCols) + mi % (kCols / kQW) * kQW;
+      float dq[kQW / 8][4];
+      zero(dq);
+#pragma unroll
+      for (int ks = 0; ks < kBlockN / 16; ++ks) {
+        uint32_t a[4];
+        ldmatrix_x4_trans(a, ds_at + at<kSStride>(ks * 16, m * 16));
+#pragma unroll
+        for (int dp = 0; dp < kQW / 16; ++dp) {
+          uint32_t bb[4];
+          ldmatrix_x4_trans(bb, k_b + at<kStride>(ks * 16, c0 + dp * 16));
+          mma_16816<Elem>(dq[2 * dp], a, bb[0], bb[1]);
+          mma_16816<Elem>(dq[2 * dp + 1], a, bb[2], bb[3]);
+        }
+      }
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        const int i = i0 + m * 16 + g + 8 * rr;
+        if (i >= s.sq) continue;
+        float* dst = bp.dq_accum + ((s.q_row0 + i) * p.num_heads + h) * hs + c0 + 2 * tq;
+#pragma unroll
+        for (int d8 = 0; d8 < kQW / 8; ++d8)
+          if (c0 + d8 * 8 < hs)
+            atomic_add2(dst + d8 * 8, p.softmax_scale * dq[d8][2 * rr], p.softmax_scale * dq[d8][2 * rr + 1]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  // Rows kv_row(t), channels col0 + ...: into dk, dv in the output dtype (kv_direct), else
+  // added into the f32 buffers (onto zero, unless two sequences share a paged block).
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int t = key[rr];
+    if (t >= s.sk) continue;
+    const int64_t row = (kv_row(p, b, s, t) * p.num_heads_k + hk) * hs;
+#pragma unroll
+    for (int d8 = 0; d8 < kDV / 8; ++d8) {
+      const int c = col0 + d8 * 8 + 2 * tq;
+      if (c >= hs) continue;
+      const float k0 = p.softmax_scale * dk[d8][2 * rr], k1 = p.softmax_scale * dk[d8][2 * rr + 1];
+      if (bp.kv_direct) {
+        *reinterpret_cast<uint32_t*>(static_cast<Elem*>(bp.dk) + row + c) = pack2<Elem>(k0, k1);
+        *reinterpret_cast<uint32_t*>(static_cast<Elem*>(bp.dv) + row + c) = pack2<Elem>(dv[d8][2 * rr], dv[d8][2 * rr + 1]);
+      } else {
+        atomic_add2(bp.dk_accum + row + c, k0, k1);
+        atomic_add2(bp.dv_accum + row + c, dv[d8][2 * rr], dv[d8][2 * rr + 1]);
+      }
+    }
+  }
+}
 }  // namespace wick::kernels::flash_bwd_mma
 
 namespace wick::kernels::flash_bwd_mma {
@@ -418,6 +698,41 @@ void launch(const FlashBwdParams& bp, cudaStream_t st) {
   WICK_CUDA_CHECK(cudaGetLastError());
 }
 
+template <int kD, int kDV, class Elem, int kW, int kBM>
+void launch_fused_cfg(const FlashBwdParams& bp, cudaStream_t st, int chunks, int max_sk) {
+  const FlashFwdParams& p = bp.fwd;
+  using F = FusedCfg<kD, kDV, kW, kBM>;
+  static bool attributes_set = false;
+  if (!attributes_set) {
+    WICK_CUDA_CHECK(cudaFuncSetAttribute(bwd_fused_kernel<kD, kDV, Elem, false, kW, kBM>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, F::kSmem));
+    WICK_CUDA_CHECK(cudaFuncSetAttribute(bwd_fused_kernel<kD, kDV, Elem, true, kW, kBM>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, F::kSmem));
+    attributes_set = true;
+  }
+  const dim3 grid(static_cast<unsigned>((max_sk + F::kBlockN - 1) / F::kBlockN * chunks), p.num_heads_k, p.batch);
+  if (p.softcap > 0.f || p.alibi_slopes)
+    bwd_fused_kernel<kD, kDV, Elem, true, kW, kBM><<<grid, F::kThreads, F::kSmem, st>>>(bp, chunks);
+  else
+    bwd_fused_kernel<kD, kDV, Elem, false, kW, kBM><<<grid, F::kThreads, F::kSmem, st>>>(bp, chunks);
+  WICK_CUDA_CHECK(cudaGetLastError());
+}
+
+// The fused kernel of instance kD on `st`, under the same conditions as launch().
+template <int kD, class Elem>
+void launch_fused(const FlashBwdParams& bp, cudaStream_t st) {
+  constexpr int kDV = kD > 128 ? 128 : kD;
+  const FlashFwdParams& p = bp.fwd;
+  const int chunks = (p.head_size + kDV - 1) / kDV;
+  const int max_sk = p.cu_seqlens_k ? p.max_seqlen_k : p.seqlen_k;
+  // 8 warps (128 keys, one CTA per SM) up to d128: half the dQ atomics and Q / dO reads of
+  // 4 warps, 1.1-1.35x faster on the H200 (bench/RESULTS.md); d256's tiles need 4.
+  if constexpr (kD <= 128)
+    launch_fused_cfg<kD, kDV, Elem, 8, 64>(bp, st, chunks, max_sk);
+  else
+    launch_fused_cfg<kD, kDV, Elem, 4, 32>(bp, st, chunks, max_sk);
+}
+
 }  // namespace wick::kernels::flash_bwd_mma
 
 // Explicit instances of one head size in both dtypes (kernels/flash_bwd/flash_bwd_hdim<D>.cu).
@@ -425,4 +740,6 @@ void launch(const FlashBwdParams& bp, cudaStream_t st) {
   namespace wick::kernels::flash_bwd_mma {                                                           \
   template void launch<D, __nv_bfloat16>(const FlashBwdParams&, cudaStream_t);                       \
   template void launch<D, __half>(const FlashBwdParams&, cudaStream_t);                              \
+  template void launch_fused<D, __nv_bfloat16>(const FlashBwdParams&, cudaStream_t);                 \
+  template void launch_fused<D, __half>(const FlashBwdParams&, cudaStream_t);                        \
   }

@@ -1,4 +1,4 @@
-// Entry of the tensor-core backward (kernels/flash_bwd/flash_bwd_mma.cuh), instantiated for
+// Entries of the tensor-core backward (kernels/flash_bwd/flash_bwd_mma.cuh), instantiated for
 // head sizes up to 64, 128 and 256 by kernels/flash_bwd/flash_bwd_hdim<D>.cu.
 #pragma once
 #include <cuda_runtime.h>
@@ -10,5 +10,8 @@ namespace wick::kernels::flash_bwd_mma {
 // Both kernels of instance kD on `st`; the f32 buffers are zero and dsum is computed.
 template <int kD, class Elem>
 void launch(const FlashBwdParams& bp, cudaStream_t st);
+// The fused kernel (dQ by atomics: faster, last bits of dQ vary run to run), same conditions.
+template <int kD, class Elem>
+void launch_fused(const FlashBwdParams& bp, cudaStream_t st);
 
 }  // namespace wick::kernels::flash_bwd_mma

@@ -10,13 +10,15 @@
 //   q row  r_q(b, i) = q_start(b) + i (varlen) or b*seqlen_q + i (batched)
 //   kv row r_k(b, t) = k_start(b) + t (varlen), b*seqlen_k + t (batched),
 //                      blk*page_block_size + t % page_block_size (paged, blk from block_table)
-//   dsum     [r_q*num_heads + h]                         D = rowsum(dO * O), f32
+//   dsum     [h*total_q + r_q]                           D = rowsum(dO * O), f32 (head-major:
+//                                                        a tile's rows are adjacent)
 //   dq_accum [(r_q*num_heads + h)*head_size + d]         f32, summed over key tiles
 //   dk_accum, dv_accum [(r_k*num_heads_k + hk)*head_size + d]   f32, summed over the group
 //   dq, dk, dv: the same maps in the output dtype (fwd.dtype); rows no sequence uses are 0.
 #pragma once
 #include <cstdint>
 
+#include "kernels/common.h"  // WICK_HOST_DEVICE
 #include "kernels/flash/flash_params.h"
 
 namespace wick::kernels {
@@ -37,9 +39,22 @@ struct FlashBwdParams {
   void* dk = nullptr;  // (kv_rows, num_heads_k, head_size), fwd.dtype, contiguous
   void* dv = nullptr;  // like dk
 
+  // Sum dQ in a fixed order (the two-kernel path: gradients bitwise identical run to run)
+  // instead of the fused kernel, whose dQ is added with atomics in the order CTAs arrive.
+  bool deterministic = false;
+
+  // Set by flash_bwd (not by callers): the fused kernel writes dk, dv directly instead of
+  // adding into dk_accum, dv_accum (not paged: each row belongs to one CTA).
+  bool kv_direct = false;
+
   // Force the scalar kernels (the tensor-core ones run when head_size <= 256 and every row
   // of q, k, v and dO is 16-byte aligned): for tests and benchmarks that compare them.
   bool scalar = false;
 };
+
+// dsum's index of query row r_q (the scratch row index above) and head h.
+WICK_HOST_DEVICE inline int64_t dsum_index(const FlashFwdParams& p, int64_t r_q, int h) {
+  return h * p.total_q + r_q;
+}
 
 }  // namespace wick::kernels

@@ -216,6 +216,7 @@ std::array<Tensor, 3> cuda_backward(const AttnPlan& plan_in, const Tensor& q, co
 
   kernels::FlashBwdParams bp;
   bp.fwd = plan.params;
+  bp.deterministic = plan.deterministic;
   bp.dout = g.data_ptr();
   const auto& gs = g.stride();
   if (plan.varlen)

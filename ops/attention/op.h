@@ -38,6 +38,11 @@ struct FlashAttn {
   std::optional<size_t> window_size_right;     // keys at most this far right of p(i); 0 = causal
   std::optional<float> softcap;                // softcap * tanh(logit / softcap) when > 0
   bool causal = false;                         // shorthand for window_size_right = 0 (W13)
+  // The CUDA backward sums dQ in a fixed order, so gradients are bitwise identical run to
+  // run, at the cost of a second kernel (docs/kernels.md, "The backward"); by default one
+  // fused kernel adds dQ with atomics and its last bits vary. WICK_DETERMINISTIC=1 sets it
+  // for every call. The CPU backward is always deterministic.
+  bool deterministic = false;
 
   Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v) const;
   // (out, lse) with lse (batch, num_heads, seqlen_q) f32.
@@ -66,6 +71,7 @@ struct FlashAttnVarLen {
   std::optional<size_t> window_size_right;
   std::optional<float> softcap;
   bool causal = false;                     // shorthand for window_size_right = 0 (W13)
+  bool deterministic = false;              // as FlashAttn::deterministic
   // CUDA tensors: the checks that read seqlens and block_table values (W04-W11) run on the
   // device and a fault raises at the next call that waits for the device (docs/errors.md,
   // "How errors surface on CUDA"); strict runs them on the host at the call instead, at the

@@ -287,6 +287,15 @@ bool strict_checks(const FlashAttnVarLen& op) {
   return op.strict_checks || env;
 }
 
+// The op's deterministic field, or WICK_DETERMINISTIC=1.
+bool deterministic(bool op_field) {
+  static const bool env = [] {
+    const char* e = std::getenv("WICK_DETERMINISTIC");
+    return e && std::string(e) != "0" && std::string(e) != "";
+  }();
+  return op_field || env;
+}
+
 // Varlen step 10.
 void check_mm_prefix(const Tensor& m, size_t batch_size, const Device& q_dev) {
   if (m.dtype() != DType::I32) fail("A29", std::string("mm_prefix_ranges must be i32, got ") + dtype_name(m.dtype()));
@@ -302,6 +311,7 @@ void check_mm_prefix(const Tensor& m, size_t batch_size, const Device& q_dev) {
 
 AttnPlan plan_varlen(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k, const Tensor& v) {
   AttnPlan plan;
+  plan.deterministic = deterministic(op.deterministic);
   auto& p = plan.params;
   for (auto [name, t] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}}) check_defined(kVarlenOp, name, *t);
   check_defined(kVarlenOp, "block_table", op.block_table);
@@ -461,6 +471,7 @@ AttnPlan plan_varlen(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k
 
 AttnPlan plan_batched(const FlashAttn& op, const Tensor& q, const Tensor& k, const Tensor& v) {
   AttnPlan plan;
+  plan.deterministic = deterministic(op.deterministic);
   auto& p = plan.params;
   for (auto [name, t] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}}) check_defined(kBatchedOp, name, *t);
   check_defined(kBatchedOp, "alibi_slopes", op.alibi_slopes);

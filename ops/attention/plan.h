@@ -37,6 +37,7 @@ struct AttnPlan {
   Shape lse_shape;        // varlen (num_heads, total_q); batched (batch, num_heads, seqlen_q)
   bool varlen = false;
   bool paged = false;
+  bool deterministic = false;  // the op's field or WICK_DETERMINISTIC=1: the backward's dQ order
   // The small index tensors params points into, undefined when the op has none: the
   // cumulative lengths (varlen), the block table (paged), the mm-prefix ranges, and the
   // ALiBi slopes (a compact copy when the op's were strided). Held so the pointers stay
