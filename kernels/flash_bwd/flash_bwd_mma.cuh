@@ -79,6 +79,111 @@ __device__ __forceinline__ void load_rows(Elem* dst, const Elem* base, Offset ro
   }
 }
 
+// A CTA's K and V rows [t0, t0 + kRows) of kv head hk (rows past the sequence read as zero).
+template <int kRows, int kD, int kStride, int kCtaThreads = kThreads, class Elem>
+__device__ __forceinline__ void load_kv_rows(Elem* sK, Elem* sV, const FlashFwdParams& p, int b, const SeqBounds& s,
+                                             int t0, int hk) {
+  load_rows<kRows, kD, kStride, kCtaThreads>(sK, static_cast<const Elem*>(p.k),
+                                             [&](int r) { return k_offset(p, b, s, t0 + r, hk); },
+                                             [&](int r) { return t0 + r < s.sk; }, p.head_size);
+  load_rows<kRows, kD, kStride, kCtaThreads>(sV, static_cast<const Elem*>(p.v),
+                                             [&](int r) { return v_offset(p, b, s, t0 + r, hk); },
+                                             [&](int r) { return t0 + r < s.sk; }, p.head_size);
+}
+
+// Query rows [i0, i0 + kRows) of head h from q and dO (rows past the sequence read as zero).
+template <int kRows, int kD, int kStride, int kCtaThreads = kThreads, class Elem>
+__device__ __forceinline__ void load_q_do_rows(Elem* sQ, Elem* sdO, const FlashBwdParams& bp, int b,
+                                               const SeqBounds& s, int i0, int h) {
+  const FlashFwdParams& p = bp.fwd;
+  load_rows<kRows, kD, kStride, kCtaThreads>(sQ, static_cast<const Elem*>(p.q),
+                                             [&](int r) { return q_offset(p, b, s, i0 + r, h); },
+                                             [&](int r) { return i0 + r < s.sq; }, p.head_size);
+  load_rows<kRows, kD, kStride, kCtaThreads>(
+      sdO, static_cast<const Elem*>(bp.dout),
+      [&](int r) { return b * bp.do_batch_stride + (s.q_start + i0 + r) * bp.do_row_stride + h * bp.do_head_stride; },
+      [&](int r) { return i0 + r < s.sq; }, p.head_size);
+}
+
+// The key tile [t0, t0 + kBlockN) of a kv-side CTA: the query rows [i_lo, i_hi) whose window
+// reaches one of its keys (with mm-prefix ranges, all rows), and this thread's two key rows
+// (g and g + 8 of its warp's 16) with the query rows each sees through its window.
+struct KeyTile {
+  int off;             // key position of query row 0
+  const int32_t* mm;   // the sequence's mm-prefix ranges, or null
+  int i_lo, i_hi;
+  int key[2], q_lo[2], q_hi[2];
+
+  // Does query row i see this thread's key row rr (both inside the sequence)?
+  __device__ __forceinline__ bool sees(const FlashFwdParams& p, const SeqBounds& s, int i, int rr) const {
+    const int t = key[rr];
+    return t < s.sk && i < s.sq &&
+           ((i >= q_lo[rr] && i < q_hi[rr]) ||
+            (mm && in_shared_range<int>(mm, p.mm_range_stride, p.mm_max_ranges, i + off, t)));
+  }
+};
+
+template <int kBlockN>
+__device__ __forceinline__ KeyTile key_tile(const FlashFwdParams& p, int b, const SeqBounds& s, int t0, int warp,
+                                            int g) {
+  KeyTile kt;
+  kt.off = static_cast<int>(key_position(s, 0));
+  kt.mm = mm_ranges_of(p, b);
+  kt.i_lo = 0, kt.i_hi = s.sq;
+  if (!kt.mm) {
+    const Range<int> pos = window_rows<int>(p, t0, min(s.sk, t0 + kBlockN) - 1, kt.off, kt.off + s.sq);
+    kt.i_lo = pos.begin - kt.off, kt.i_hi = pos.end - kt.off;
+  }
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    kt.key[rr] = t0 + warp * 16 + g + 8 * rr;
+    const Range<int> pos = window_rows<int>(p, kt.key[rr], kt.key[rr], kt.off, kt.off + s.sq);
+    kt.q_lo[rr] = pos.begin - kt.off, kt.q_hi[rr] = pos.end - kt.off;
+  }
+  return kt;
+}
+
+// dq_accum-style buffers: at[0..1] += (x, y), one vector atomic where the GPU has it.
+__device__ __forceinline__ void atomic_add2(float* at, float x, float y) {
+#if __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float2*>(at), make_float2(x, y));
+#else
+  atomicAdd(at, x);
+  atomicAdd(at + 1, y);
+#endif
+}
+
+// A kv-side CTA's dK (times softmax_scale) and dV rows: this thread's key rows kt.key,
+// channels col0 + ..., into dk, dv in the output dtype (bp.kv_direct), else added into the f32
+// buffers (onto zero, unless two sequences share a paged block).
+template <int kDV, class Elem>
+__device__ __forceinline__ void store_dk_dv(const FlashBwdParams& bp, int b, const SeqBounds& s, int hk, int col0,
+                                            const KeyTile& kt, const float (&dk)[kDV / 8][4],
+                                            const float (&dv)[kDV / 8][4]) {
+  const FlashFwdParams& p = bp.fwd;
+  const int tq = threadIdx.x % 4, hs = p.head_size;
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int t = kt.key[rr];
+    if (t >= s.sk) continue;
+    const int64_t row = (kv_row(p, b, s, t) * p.num_heads_k + hk) * hs;
+#pragma unroll
+    for (int d8 = 0; d8 < kDV / 8; ++d8) {
+      const int c = col0 + d8 * 8 + 2 * tq;
+      if (c >= hs) continue;
+      const float k0 = p.softmax_scale * dk[d8][2 * rr], k1 = p.softmax_scale * dk[d8][2 * rr + 1];
+      if (bp.kv_direct) {
+        *reinterpret_cast<uint32_t*>(static_cast<Elem*>(bp.dk) + row + c) = pack2<Elem>(k0, k1);
+        *reinterpret_cast<uint32_t*>(static_cast<Elem*>(bp.dv) + row + c) =
+            pack2<Elem>(dv[d8][2 * rr], dv[d8][2 * rr + 1]);
+      } else {
+        atomic_add2(bp.dk_accum + row + c, k0, k1);
+        atomic_add2(bp.dv_accum + row + c, dv[d8][2 * rr], dv[d8][2 * rr + 1]);
+      }
+    }
+  }
+}
+
 // A accumulator tile (16 x 16*n16) as A fragments of the next product: column pair kk.
 template <class Elem, int kN8>
 __device__ __forceinline__ void acc_to_a(uint32_t (&a)[4], const float (&acc)[kN8][4], int kk) {
@@ -178,33 +283,9 @@ __global__ void __launch_bounds__(kThreads) bwd_kv_kernel(const FlashBwdParams b
   const SeqBounds s = seq_bounds(p, b);
   const int t0 = tile * kBlockN;
   if (t0 >= s.sk || s.sq == 0) return;
-  const int hs = p.head_size;
-  const Elem* gk = static_cast<const Elem*>(p.k);
-  const Elem* gv = static_cast<const Elem*>(p.v);
-  load_rows<kBlockN, kD, kStride>(sK, gk, [&](int r) { return k_offset(p, b, s, t0 + r, hk); },
-                                  [&](int r) { return t0 + r < s.sk; }, hs);
-  load_rows<kBlockN, kD, kStride>(sV, gv, [&](int r) { return v_offset(p, b, s, t0 + r, hk); },
-                                  [&](int r) { return t0 + r < s.sk; }, hs);
+  load_kv_rows<kBlockN, kD, kStride>(sK, sV, p, b, s, t0, hk);
   cp_async_commit();
-
-  // The query rows whose window reaches a key of the tile; with mm-prefix ranges, all.
-  const int off = static_cast<int>(key_position(s, 0));
-  const int t_last = min(s.sk, t0 + kBlockN) - 1;
-  const int32_t* mm = mm_ranges_of(p, b);
-  int i_lo = 0, i_hi = s.sq;
-  if (!mm) {
-    const Range<int> pos = window_rows<int>(p, t0, t_last, off, off + s.sq);
-    i_lo = pos.begin - off, i_hi = pos.end - off;
-  }
-  // This thread's two key rows (g and g + 8 of the warp's 16) and the query rows each sees
-  // through its window.
-  int key[2], q_lo[2], q_hi[2];
-#pragma unroll
-  for (int rr = 0; rr < 2; ++rr) {
-    key[rr] = t0 + warp * 16 + g + 8 * rr;
-    const Range<int> pos = window_rows<int>(p, key[rr], key[rr], off, off + s.sq);
-    q_lo[rr] = pos.begin - off, q_hi[rr] = pos.end - off;
-  }
+  const KeyTile kt = key_tile<kBlockN>(p, b, s, t0, warp, g);
 
   float dk[kDV / 8][4], dv[kDV / 8][4];
   zero(dk);
@@ -214,21 +295,12 @@ __global__ void __launch_bounds__(kThreads) bwd_kv_kernel(const FlashBwdParams b
   const uint32_t q_bt = bt_lane<kStride>(sQ, lane), do_bt = bt_lane<kStride>(sdO, lane);
   const uint32_t q_b = b_lane<kStride>(sQ, lane), do_b = b_lane<kStride>(sdO, lane);
   const int group = group_size(p);
-  const Elem* gq = static_cast<const Elem*>(p.q);
-  const Elem* gdo = static_cast<const Elem*>(bp.dout);
 
   for (int h = hk * group; h < (hk + 1) * group; ++h) {
     const float slope = alibi_slope(p, h);
-    for (int i0 = i_lo / kBlockM * kBlockM; i0 < i_hi; i0 += kBlockM) {
+    for (int i0 = kt.i_lo / kBlockM * kBlockM; i0 < kt.i_hi; i0 += kBlockM) {
       __syncthreads();  // everyone is done with the previous Q / dO tile
-      load_rows<kBlockM, kD, kStride>(sQ, gq, [&](int r) { return q_offset(p, b, s, i0 + r, h); },
-                                      [&](int r) { return i0 + r < s.sq; }, hs);
-      load_rows<kBlockM, kD, kStride>(
-          sdO, gdo,
-          [&](int r) {
-            return b * bp.do_batch_stride + (s.q_start + i0 + r) * bp.do_row_stride + h * bp.do_head_stride;
-          },
-          [&](int r) { return i0 + r < s.sq; }, hs);
+      load_q_do_rows<kBlockM, kD, kStride>(sQ, sdO, bp, b, s, i0, h);
       cp_async_commit();
       for (int r = threadIdx.x; r < kBlockM; r += kThreads) {
         const int i = i0 + r;
@@ -246,11 +318,8 @@ __global__ void __launch_bounds__(kThreads) bwd_kv_kernel(const FlashBwdParams b
       for (int j = 0; j < kM8; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int rr = e / 2, c = j * 8 + 2 * tq + (e % 2), i = i0 + c, t = key[rr];
-          const bool vis = t < s.sk && i < s.sq &&
-                           ((i >= q_lo[rr] && i < q_hi[rr]) ||
-                            (mm && in_shared_range<int>(mm, p.mm_range_stride, p.mm_max_ranges, i + off, t)));
-          prob(st[j][e], p, slope, i + off, t, sLse[c], vis, st[j][e], fac[j][e]);
+          const int rr = e / 2, c = j * 8 + 2 * tq + (e % 2), i = i0 + c;
+          prob(st[j][e], p, slope, i + kt.off, kt.key[rr], sLse[c], kt.sees(p, s, i, rr), st[j][e], fac[j][e]);
         }
       // dV += P^T dO
       mma_accb<kStride, kM8, kDV, Elem>(dv, st, do_b, col0);
@@ -268,22 +337,7 @@ __global__ void __launch_bounds__(kThreads) bwd_kv_kernel(const FlashBwdParams b
     }
   }
 
-  // Into the f32 buffers: rows kv_row(t), channels col0 + ...
-#pragma unroll
-  for (int rr = 0; rr < 2; ++rr) {
-    const int t = key[rr];
-    if (t >= s.sk) continue;
-    const int64_t row = (kv_row(p, b, s, t) * p.num_heads_k + hk) * hs;
-#pragma unroll
-    for (int d8 = 0; d8 < kDV / 8; ++d8)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int c = col0 + d8 * 8 + 2 * tq + e;
-        if (c >= hs) continue;
-        atomicAdd(bp.dk_accum + row + c, p.softmax_scale * dk[d8][2 * rr + e]);
-        atomicAdd(bp.dv_accum + row + c, dv[d8][2 * rr + e]);
-      }
-  }
+  store_dk_dv<kDV, Elem>(bp, b, s, hk, col0, kt, dk, dv);
 }
 
 // ---- the q kernel ----------------------------------------------------------------------
@@ -315,12 +369,7 @@ __global__ void __launch_bounds__(kThreads) bwd_q_kernel(const FlashBwdParams bp
   const int i0 = tile * kBlockM;
   if (i0 >= s.sq || s.sk == 0) return;
   const int hs = p.head_size, hk = kv_head(p, h);
-  load_rows<kBlockM, kD, kStride>(sQ, static_cast<const Elem*>(p.q), [&](int r) { return q_offset(p, b, s, i0 + r, h); },
-                                  [&](int r) { return i0 + r < s.sq; }, hs);
-  load_rows<kBlockM, kD, kStride>(
-      sdO, static_cast<const Elem*>(bp.dout),
-      [&](int r) { return b * bp.do_batch_stride + (s.q_start + i0 + r) * bp.do_row_stride + h * bp.do_head_stride; },
-      [&](int r) { return i0 + r < s.sq; }, hs);
+  load_q_do_rows<kBlockM, kD, kStride>(sQ, sdO, bp, b, s, i0, h);
   cp_async_commit();
 
   const int off = static_cast<int>(key_position(s, 0));
@@ -348,15 +397,10 @@ __global__ void __launch_bounds__(kThreads) bwd_q_kernel(const FlashBwdParams bp
   const uint32_t do_a = a_lane<kStride>(sdO + warp * 16 * kStride, lane);
   const uint32_t k_bt = bt_lane<kStride>(sK, lane), v_bt = bt_lane<kStride>(sV, lane);
   const uint32_t k_b = b_lane<kStride>(sK, lane);
-  const Elem* gk = static_cast<const Elem*>(p.k);
-  const Elem* gv = static_cast<const Elem*>(p.v);
 
   for (int t0 = keys.begin / kBlockN * kBlockN; !keys.empty() && t0 < keys.end; t0 += kBlockN) {
     __syncthreads();  // everyone is done with the previous K / V tile
-    load_rows<kBlockN, kD, kStride>(sK, gk, [&](int r) { return k_offset(p, b, s, t0 + r, hk); },
-                                    [&](int r) { return t0 + r < s.sk; }, hs);
-    load_rows<kBlockN, kD, kStride>(sV, gv, [&](int r) { return v_offset(p, b, s, t0 + r, hk); },
-                                    [&](int r) { return t0 + r < s.sk; }, hs);
+    load_kv_rows<kBlockN, kD, kStride>(sK, sV, p, b, s, t0, hk);
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
@@ -431,16 +475,6 @@ struct FusedCfg {
       2 * (2 * kBlockN * kStride + kStages * kStage + kBlockN * kSStride) + kStages * 2 * kBlockM * 4;
 };
 
-// dq_accum[at .. at + 1] += (x, y): one vector atomic where the GPU has it.
-__device__ __forceinline__ void atomic_add2(float* at, float x, float y) {
-#if __CUDA_ARCH__ >= 900
-  atomicAdd(reinterpret_cast<float2*>(at), make_float2(x, y));
-#else
-  atomicAdd(at, x);
-  atomicAdd(at + 1, y);
-#endif
-}
-
 // kLogitTerms: the op has a softcap or ALiBi (the logit's extra terms and the softcap's
 // factor need registers the common case should not pay for).
 template <int kD, int kDV, class Elem, bool kLogitTerms, int kWarps, int kBM>
@@ -465,44 +499,25 @@ __global__ void __launch_bounds__(32 * kWarps) bwd_fused_kernel(const FlashBwdPa
   const int t0 = tile * kBlockN;
   if (t0 >= s.sk || s.sq == 0) return;
   const int hs = p.head_size;
-  load_rows<kBlockN, kD, kStride, kThreads>(sK, static_cast<const Elem*>(p.k),
-                                  [&](int r) { return k_offset(p, b, s, t0 + r, hk); },
-                                  [&](int r) { return t0 + r < s.sk; }, hs);
-  load_rows<kBlockN, kD, kStride, kThreads>(sV, static_cast<const Elem*>(p.v),
-                                  [&](int r) { return v_offset(p, b, s, t0 + r, hk); },
-                                  [&](int r) { return t0 + r < s.sk; }, hs);
+  load_kv_rows<kBlockN, kD, kStride, kThreads>(sK, sV, p, b, s, t0, hk);
   cp_async_commit();
 
-  // The query rows whose window reaches a key of the tile (with mm-prefix ranges, all), in
-  // whole query tiles, times the heads of the group: the steps.
-  const int off = static_cast<int>(key_position(s, 0));
-  const int t_last = min(s.sk, t0 + kBlockN) - 1;
-  const int32_t* mm = mm_ranges_of(p, b);
-  int i_lo = 0, i_hi = s.sq;
-  if (!mm) {
-    const Range<int> pos = window_rows<int>(p, t0, t_last, off, off + s.sq);
-    i_lo = pos.begin - off, i_hi = pos.end - off;
-  }
-  const int first_tile = i_lo / kBlockM;
-  const int n_tiles = i_hi > i_lo ? (i_hi - 1) / kBlockM - first_tile + 1 : 0;
+  // The query rows whose window reaches a key of the tile, in whole query tiles, times the
+  // heads of the group: the steps.
+  const KeyTile kt = key_tile<kBlockN>(p, b, s, t0, warp, g);
+  const int first_tile = kt.i_lo / kBlockM;
+  const int n_tiles = kt.i_hi > kt.i_lo ? (kt.i_hi - 1) / kBlockM - first_tile + 1 : 0;
   const int group = group_size(p), steps = group * n_tiles;
   auto head_of = [&](int n) { return hk * group + n / n_tiles; };
   // Key tiles start their walk at different query tiles, so the CTAs of one head do not
   // all add into the same dQ rows at once.
   auto row0_of = [&](int n) { return (first_tile + (n + tile) % n_tiles) * kBlockM; };
 
-  const Elem* gq = static_cast<const Elem*>(p.q);
-  const Elem* gdo = static_cast<const Elem*>(bp.dout);
   // Step n's Q, dO, lse and D into stage n % kStages (one cp.async group).
   auto load_step = [&](int n) {
     const int h = head_of(n), i0 = row0_of(n), j = n % kStages;
     Elem* q_dst = sStage + j * Cfg::kStage;
-    load_rows<kBlockM, kD, kStride, kThreads>(q_dst, gq, [&](int r) { return q_offset(p, b, s, i0 + r, h); },
-                                    [&](int r) { return i0 + r < s.sq; }, hs);
-    load_rows<kBlockM, kD, kStride, kThreads>(
-        q_dst + kBlockM * kStride, gdo,
-        [&](int r) { return b * bp.do_batch_stride + (s.q_start + i0 + r) * bp.do_row_stride + h * bp.do_head_stride; },
-        [&](int r) { return i0 + r < s.sq; }, hs);
+    load_q_do_rows<kBlockM, kD, kStride, kThreads>(q_dst, q_dst + kBlockM * kStride, bp, b, s, i0, h);
     float* rows = sRows + j * 2 * kBlockM;
     for (int r = threadIdx.x; r < 2 * kBlockM; r += kThreads) {
       const int i = i0 + r % kBlockM;
@@ -515,15 +530,6 @@ __global__ void __launch_bounds__(32 * kWarps) bwd_fused_kernel(const FlashBwdPa
   if (steps > 0) load_step(0);
   cp_async_commit();
 
-  // This thread's two key rows (g and g + 8 of the warp's 16) and the query rows each sees
-  // through its window.
-  int key[2], q_lo[2], q_hi[2];
-#pragma unroll
-  for (int rr = 0; rr < 2; ++rr) {
-    key[rr] = t0 + warp * 16 + g + 8 * rr;
-    const Range<int> pos = window_rows<int>(p, key[rr], key[rr], off, off + s.sq);
-    q_lo[rr] = pos.begin - off, q_hi[rr] = pos.end - off;
-  }
   const float scale2 = p.softmax_scale * kLog2e;
 
   float dk[kDV / 8][4], dv[kDV / 8][4];
@@ -555,17 +561,13 @@ __global__ void __launch_bounds__(32 * kWarps) bwd_fused_kernel(const FlashBwdPa
     using Bits = std::conditional_t<(kM8 * 4 > 32), unsigned long long, uint32_t>;
     Bits vis = ~Bits(0);
     if (!(i0 + kBlockM <= s.sq && t0 + kBlockN <= s.sk &&
-          window_covers<int>(p, i0 + off, i0 + kBlockM - 1 + off, t0, t0 + kBlockN - 1, s.sk))) {
+          window_covers<int>(p, i0 + kt.off, i0 + kBlockM - 1 + kt.off, t0, t0 + kBlockN - 1, s.sk))) {
       vis = 0;
 #pragma unroll
       for (int jj = 0; jj < kM8; ++jj)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int rr = e / 2, i = i0 + jj * 8 + 2 * tq + (e % 2), t = key[rr];
-          const bool seen = t < s.sk && i < s.sq &&
-                            ((i >= q_lo[rr] && i < q_hi[rr]) ||
-                             (mm && in_shared_range<int>(mm, p.mm_range_stride, p.mm_max_ranges, i + off, t)));
-          vis |= static_cast<Bits>(seen) << (4 * jj + e);
+          vis |= static_cast<Bits>(kt.sees(p, s, i0 + jj * 8 + 2 * tq + (e % 2), e / 2)) << (4 * jj + e);
         }
     }
 
@@ -584,7 +586,7 @@ __global__ void __launch_bounds__(32 * kWarps) bwd_fused_kernel(const FlashBwdPa
           const bool seen = all_seen || ((vis >> (4 * jj + e)) & 1u);
           float pr, fac = 1.f;
           if constexpr (kLogitTerms)
-            prob(st[jj][e], p, slope, i0 + c + off, key[e / 2], sLse[c] * kLog2e, seen, pr, fac);
+            prob(st[jj][e], p, slope, i0 + c + kt.off, kt.key[e / 2], sLse[c] * kLog2e, seen, pr, fac);
           else
             pr = seen ? exp2f(st[jj][e] * scale2 - sLse[c] * kLog2e) : 0.f;
           dpt[jj][e] = pr * (dpt[jj][e] - sD[c]) * fac;
@@ -645,28 +647,9 @@ __global__ void __launch_bounds__(32 * kWarps) bwd_fused_kernel(const FlashBwdPa
   }
   cp_async_wait<0>();
 
-  // Rows kv_row(t), channels col0 + ...: into dk, dv in the output dtype (kv_direct), else
-  // added into the f32 buffers (onto zero, unless two sequences share a paged block).
-#pragma unroll
-  for (int rr = 0; rr < 2; ++rr) {
-    const int t = key[rr];
-    if (t >= s.sk) continue;
-    const int64_t row = (kv_row(p, b, s, t) * p.num_heads_k + hk) * hs;
-#pragma unroll
-    for (int d8 = 0; d8 < kDV / 8; ++d8) {
-      const int c = col0 + d8 * 8 + 2 * tq;
-      if (c >= hs) continue;
-      const float k0 = p.softmax_scale * dk[d8][2 * rr], k1 = p.softmax_scale * dk[d8][2 * rr + 1];
-      if (bp.kv_direct) {
-        *reinterpret_cast<uint32_t*>(static_cast<Elem*>(bp.dk) + row + c) = pack2<Elem>(k0, k1);
-        *reinterpret_cast<uint32_t*>(static_cast<Elem*>(bp.dv) + row + c) = pack2<Elem>(dv[d8][2 * rr], dv[d8][2 * rr + 1]);
-      } else {
-        atomic_add2(bp.dk_accum + row + c, k0, k1);
-        atomic_add2(bp.dv_accum + row + c, dv[d8][2 * rr], dv[d8][2 * rr + 1]);
-      }
-    }
-  }
+  store_dk_dv<kDV, Elem>(bp, b, s, hk, col0, kt, dk, dv);
 }
+
 }  // namespace wick::kernels::flash_bwd_mma
 
 namespace wick::kernels::flash_bwd_mma {
