@@ -93,13 +93,6 @@ struct FlashKernelArgs {
   int* tile_counters = nullptr;
 };
 
-// 2^x on the special-function unit (flush-to-zero is harmless: p underflows to 0 anyway).
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
 // The general logit of one score: the contract's logit in log2 units when `transform`, and
 // -inf when `need_mask` and key t is neither in the row's window keys [window_begin,
 // window_end) (the contract's window_keys, computed once per row) nor in an mm-prefix range

@@ -1,5 +1,5 @@
 // The warp-level building blocks of the tensor-core kernel, one PTX instruction each:
-// 16-byte cp.async (with zero fill), ldmatrix (plain and transposed) and the
+// cp.async (16 and 4 bytes, with zero fill), ldmatrix (plain and transposed), ex2 and the
 // m16n8k16 mma with f32 accumulation. Fragment layouts (PTX ISA, "mma.m16n8k16"),
 // with g = lane / 4 and t = lane % 4:
 //   A (16x16, row-major): a0 = A[g][2t..2t+1]   a1 = A[g+8][2t..]   a2 = A[g][2t+8..]  a3 = A[g+8][2t+8..]
@@ -46,6 +46,13 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
+}
+
+// 2^x on the special-function unit (flush-to-zero is harmless: p underflows to 0 anyway).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
 }
 
 // c += a * b on the tensor cores.

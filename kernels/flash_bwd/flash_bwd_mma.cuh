@@ -250,7 +250,7 @@ __device__ __forceinline__ void prob(float qk, const FlashFwdParams& p, float sl
     const float th = soft_cap(p.softmax_scale * qk, p.softcap) / p.softcap;
     factor = 1.f - th * th;
   }
-  prob_out = exp2f(x * kLog2e - lse2);
+  prob_out = fast_exp2(x * kLog2e - lse2);
 }
 
 // ---- the kv kernel ---------------------------------------------------------------------
@@ -588,7 +588,7 @@ __global__ void __launch_bounds__(32 * kWarps) bwd_fused_kernel(const FlashBwdPa
           if constexpr (kLogitTerms)
             prob(st[jj][e], p, slope, i0 + c + kt.off, kt.key[e / 2], sLse[c] * kLog2e, seen, pr, fac);
           else
-            pr = seen ? exp2f(st[jj][e] * scale2 - sLse[c] * kLog2e) : 0.f;
+            pr = seen ? fast_exp2(st[jj][e] * scale2 - sLse[c] * kLog2e) : 0.f;
           dpt[jj][e] = pr * (dpt[jj][e] - sD[c]) * fac;
           st[jj][e] = pr;
         }
