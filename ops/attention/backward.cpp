@@ -4,13 +4,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <exception>
 #include <limits>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
 #include "kernels/flash/contract.h"
+#include "ops/cpu/parallel.h"
 #include "ops/ops.h"  // cast
 #include "tensor/stream.h"
 #ifdef WICK_WITH_CUDA
@@ -175,28 +174,14 @@ class Worker {
   }
 };
 
-// Runs f(hk) for every kv head, on up to hardware_concurrency threads; rethrows the first error.
+// Runs f(hk) for every kv head on the CPU pool (ops/cpu/parallel.h: one thread per kv head
+// at most, none nested); rethrows the first error.
 template <class F>
 void for_each_kv_head(int num_heads_k, F&& f) {
-  const int threads = std::max(1, std::min<int>(num_heads_k, static_cast<int>(std::thread::hardware_concurrency())));
   std::atomic<int> next{0};
-  auto body = [&] {
+  cpu::parallel_run(std::min(num_heads_k, cpu::max_threads()), [&](int) {
     for (int hk; (hk = next.fetch_add(1)) < num_heads_k;) f(hk);
-  };
-  if (threads == 1) return body();
-  std::vector<std::thread> pool;
-  std::vector<std::exception_ptr> errors(threads);
-  for (int t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      try {
-        body();
-      } catch (...) {
-        errors[t] = std::current_exception();
-      }
-    });
-  for (auto& th : pool) th.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  });
 }
 
 }  // namespace
