@@ -277,22 +277,22 @@ bool planned_here(const FlashAttnVarLen& op) {
          (op.block_table ? op.block_table->data_ptr() == t.block_table : t.block_table == nullptr);
 }
 
+// An on/off environment variable: on when set to anything but "" or "0".
+bool env_flag(const char* name) {
+  const char* e = std::getenv(name);
+  return e && std::string(e) != "0" && std::string(e) != "";
+}
+
 // Strict mode: the value checks of CUDA tensors on the host too (a copy and a wait per
 // call), so they raise at the call. The op's field, or WICK_STRICT_CHECKS=1.
 bool strict_checks(const FlashAttnVarLen& op) {
-  static const bool env = [] {
-    const char* e = std::getenv("WICK_STRICT_CHECKS");
-    return e && std::string(e) != "0" && std::string(e) != "";
-  }();
+  static const bool env = env_flag("WICK_STRICT_CHECKS");
   return op.strict_checks || env;
 }
 
 // The op's deterministic field, or WICK_DETERMINISTIC=1.
 bool deterministic(bool op_field) {
-  static const bool env = [] {
-    const char* e = std::getenv("WICK_DETERMINISTIC");
-    return e && std::string(e) != "0" && std::string(e) != "";
-  }();
+  static const bool env = env_flag("WICK_DETERMINISTIC");
   return op_field || env;
 }
 
