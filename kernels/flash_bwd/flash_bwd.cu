@@ -24,8 +24,9 @@
 //      ranges every row is visited and the per-key rule decides.
 //   3. cast kernel: f32 accumulators to the output dtype, every element (unused rows 0).
 // The tensor-core kernels (flash_bwd_mma.cuh) replace step 2 for head sizes up to 256: by
-// default one fused kernel that adds dQ with atomics and, unless paged, stores dK and dV in
-// the output dtype itself; with `deterministic`, two kernels that each own their outputs.
+// default one fused kernel that adds dQ with atomics; with `deterministic`, that kernel
+// without dQ and a second one for dQ, each owning its outputs. Unless paged, dK and dV are
+// stored in the output dtype directly.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -227,7 +228,7 @@ bool tensor_core_friendly(const FlashBwdParams& bp) {
          strides8(bp.do_batch_stride, bp.do_row_stride, bp.do_head_stride);
 }
 
-// The tensor-core path: the fused kernel, or the two deterministic ones.
+// The tensor-core path: the fused form, or the deterministic one.
 template <int kD, class Elem>
 void launch_tensor_cores(const FlashBwdParams& bp, cudaStream_t st) {
   if (bp.deterministic)
@@ -243,9 +244,9 @@ void run(const FlashBwdParams& bp_in, cudaStream_t st) {
   const int64_t nq = p.total_q * p.num_heads * p.head_size;
   const int64_t nk = bp.kv_rows * p.num_heads_k * p.head_size;
   const bool tensor_cores = tensor_core_friendly(bp);
-  // The fused kernel owns each (key row, kv head) of dK and dV unless the cache is paged
+  // The key-tile kernel owns each (key row, kv head) of dK and dV unless the cache is paged
   // (two sequences may share a block), so it stores them in the output dtype directly.
-  bp.kv_direct = tensor_cores && !bp.deterministic && !p.block_table;
+  bp.kv_direct = tensor_cores && !p.block_table;
   WICK_CUDA_CHECK(cudaMemsetAsync(bp.dq_accum, 0, nq * sizeof(float), st));
   if (bp.kv_direct) {  // rows no sequence uses stay 0
     WICK_CUDA_CHECK(cudaMemsetAsync(bp.dk, 0, nk * sizeof(Elem), st));

@@ -1,27 +1,23 @@
 // The tensor-core backward (mma.sync m16n8k16, f32 accumulation) in two forms:
-//   the fused kernel (the default; at the end of this file): one pass per key tile that
-//     also adds dQ into an f32 buffer with atomics, five matrix products per tile;
-//   the deterministic pair (the op's `deterministic`): two kernels that each own their
-//     outputs, so no result depends on the order of atomic adds, seven products per tile.
+//   the fused form (the default): the key-tile kernel alone, which also adds dQ into an f32
+//     buffer with atomics; five matrix products per tile;
+//   the deterministic form (the op's `deterministic`): the key-tile kernel without dQ, then
+//     the q kernel for dQ, each owning its outputs, so no result depends on the order of
+//     atomic adds; seven products per tile (both kernels recompute S and dP).
 // The math is the host backward's (ops/attention/backward.cpp) and the scalar kernels':
 //   P = exp(logit - lse)   dP = dO V^T   dS = P * (dP - D) [* (1 - tanh^2) with softcap]
 //   dV = P^T dO            dK = scale * dS^T Q            dQ = scale * dS K
 //
-// kv kernel: one CTA per (key tile of kBlockN keys, kv head, sequence[, output column
-//   chunk]); warp w owns keys 16w..16w+15 of the tile, with their dK and dV rows in
+// key-tile kernel (end of this file): one CTA per (key tile, kv head, sequence[, output
+//   column chunk]); warp w owns keys 16w..16w+15 of the tile, with their dK and dV rows in
 //   registers for the whole CTA. It walks every query head of the kv head's group and every
-//   query tile of kBlockM rows whose window reaches the key tile (contract: window_rows),
-//   computing S^T = K Q^T, P^T, dV += P^T dO, dP^T = V dO^T, dS^T, dK += dS^T Q; the four
-//   products keep the key rows as the mma rows, so P^T and dS^T go from accumulators to A
-//   fragments without shared memory. dK, dV are added once into the f32 buffers (a single
-//   add onto zero: exact, unless two sequences share a paged block).
+//   query tile whose window reaches the key tile (contract: window_rows); its products keep
+//   the key rows as the mma rows, so P^T and dS^T go from accumulators to A fragments
+//   without shared memory.
 // q kernel: one CTA per (query tile of kBlockM rows, head, sequence[, column chunk]); warp w
 //   owns rows 16w..16w+15 and their dQ in registers; it walks the key tiles the rows can see
 //   (contract: visible_keys_of_rows): S = Q K^T, P, dP = dO V^T, dS, dQ += dS K, the
 //   forward's structure. dQ is stored once.
-// The kv kernel recomputes S and dP that the q kernel recomputes too: seven matrix products
-// where a kernel that adds dQ with atomics needs five, for gradients that are bitwise the
-// same on every run.
 //
 // Fragment patterns (flash_mma.cuh has the layouts), for a tile X in shared memory, row
 // stride kStride elements:
@@ -253,93 +249,6 @@ __device__ __forceinline__ void prob(float qk, const FlashFwdParams& p, float sl
   prob_out = fast_exp2(x * kLog2e - lse2);
 }
 
-// ---- the kv kernel ---------------------------------------------------------------------
-
-template <int kD, int kDV, class Elem>
-struct KvCfg {
-  static constexpr int kBlockN = 16 * kWarps;  // keys per CTA
-  static constexpr int kBlockM = 32;           // queries per step
-  static constexpr int kStride = kD + 8;
-  static constexpr int kSmem = 2 * (2 * kBlockN + 2 * kBlockM) * kStride + 2 * kBlockM * 4;
-};
-
-template <int kD, int kDV, class Elem>
-__global__ void __launch_bounds__(kThreads) bwd_kv_kernel(const FlashBwdParams bp, int n_col_chunks) {
-  using Cfg = KvCfg<kD, kDV, Elem>;
-  constexpr int kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM, kStride = Cfg::kStride, kM8 = kBlockM / 8;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  Elem* sK = reinterpret_cast<Elem*>(smem_raw);
-  Elem* sV = sK + kBlockN * kStride;
-  Elem* sQ = sV + kBlockN * kStride;
-  Elem* sdO = sQ + kBlockM * kStride;
-  float* sLse = reinterpret_cast<float*>(sdO + kBlockM * kStride);  // log2 units
-  float* sD = sLse + kBlockM;
-
-  const FlashFwdParams& p = bp.fwd;
-  if (call_faulted(p)) return;  // the cast kernel writes NaN gradients
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, tq = lane % 4;
-  const int chunk = blockIdx.x % n_col_chunks, tile = blockIdx.x / n_col_chunks;
-  const int hk = blockIdx.y, b = blockIdx.z, col0 = chunk * kDV;
-  const SeqBounds s = seq_bounds(p, b);
-  const int t0 = tile * kBlockN;
-  if (t0 >= s.sk || s.sq == 0) return;
-  load_kv_rows<kBlockN, kD, kStride>(sK, sV, p, b, s, t0, hk);
-  cp_async_commit();
-  const KeyTile kt = key_tile<kBlockN>(p, b, s, t0, warp, g);
-
-  float dk[kDV / 8][4], dv[kDV / 8][4];
-  zero(dk);
-  zero(dv);
-  const uint32_t k_a = a_lane<kStride>(sK + warp * 16 * kStride, lane);
-  const uint32_t v_a = a_lane<kStride>(sV + warp * 16 * kStride, lane);
-  const uint32_t q_bt = bt_lane<kStride>(sQ, lane), do_bt = bt_lane<kStride>(sdO, lane);
-  const uint32_t q_b = b_lane<kStride>(sQ, lane), do_b = b_lane<kStride>(sdO, lane);
-  const int group = group_size(p);
-
-  for (int h = hk * group; h < (hk + 1) * group; ++h) {
-    const float slope = alibi_slope(p, h);
-    for (int i0 = kt.i_lo / kBlockM * kBlockM; i0 < kt.i_hi; i0 += kBlockM) {
-      __syncthreads();  // everyone is done with the previous Q / dO tile
-      load_q_do_rows<kBlockM, kD, kStride>(sQ, sdO, bp, b, s, i0, h);
-      cp_async_commit();
-      for (int r = threadIdx.x; r < kBlockM; r += kThreads) {
-        const int i = i0 + r;
-        const float l = i < s.sq ? p.lse[lse_offset(p, b, s, i, h)] : -INFINITY;
-        sLse[r] = l == -INFINITY ? -INFINITY : l * kLog2e;
-        sD[r] = i < s.sq ? bp.dsum[dsum_index(p, s.q_row0 + i, h)] : 0.f;
-      }
-      cp_async_wait<0>();
-      __syncthreads();
-
-      // S^T = K Q^T (keys x queries), then P^T and the softcap factor in place
-      float st[kM8][4], fac[kM8][4], dpt[kM8][4];
-      mma_abt<kD, kStride, kM8, Elem>(st, k_a, q_bt);
-#pragma unroll
-      for (int j = 0; j < kM8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int rr = e / 2, c = j * 8 + 2 * tq + (e % 2), i = i0 + c;
-          prob(st[j][e], p, slope, i + kt.off, kt.key[rr], sLse[c], kt.sees(p, s, i, rr), st[j][e], fac[j][e]);
-        }
-      // dV += P^T dO
-      mma_accb<kStride, kM8, kDV, Elem>(dv, st, do_b, col0);
-      // dP^T = V dO^T, then dS^T = P^T (dP^T - D) [* factor]
-      mma_abt<kD, kStride, kM8, Elem>(dpt, v_a, do_bt);
-#pragma unroll
-      for (int j = 0; j < kM8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int c = j * 8 + 2 * tq + (e % 2);
-          dpt[j][e] = st[j][e] * (dpt[j][e] - sD[c]) * fac[j][e];
-        }
-      // dK += dS^T Q (scaled at the end)
-      mma_accb<kStride, kM8, kDV, Elem>(dk, dpt, q_b, col0);
-    }
-  }
-
-  store_dk_dv<kDV, Elem>(bp, b, s, hk, col0, kt, dk, dv);
-}
-
 // ---- the q kernel ----------------------------------------------------------------------
 
 template <int kD, int kDV, class Elem>
@@ -440,25 +349,24 @@ __global__ void __launch_bounds__(kThreads) bwd_q_kernel(const FlashBwdParams bp
 }
 
 
-// ---- the fused kernel ------------------------------------------------------------------
-// One CTA per (key tile of kBlockN keys, kv head, sequence[, output column chunk]) with
-// the kv kernel's layout (warp w owns keys 16w..16w+15 and their dK, dV rows), walking
-// every (query head of the group, query tile of kBlockM rows) whose window reaches the
-// tile. One step:
+// ---- the key-tile kernel ---------------------------------------------------------------
+// One CTA per (key tile of kBlockN keys, kv head, sequence[, output column chunk]) (warp w
+// owns keys 16w..16w+15 and their dK, dV rows), walking every (query head of the group,
+// query tile of kBlockM rows) whose window reaches the tile. One step:
 //   1. dP^T = V dO^T and S^T = K Q^T (the warp's 16 keys x the tile's queries)
 //   2. P^T and dS^T in place: P = exp2(S * scale * log2 e - lse * log2 e), dS = P (dP - D)
 //      (with a softcap or ALiBi: the contract's logit and the softcap's factor); 0 where a
 //      row does not see the key (a tile whose every row sees every key skips that test)
 //   3. dV += P^T dO, dK += dS^T Q
-//   4. dS^T to shared memory (rounded to the input dtype, as the products use it); barrier
-//      (and, with one stage, the next Q / dO tile starts loading)
-//   5. dQ of the tile's rows, scale * dS K (warp: one or two 16-row slices, some columns),
-//      added into the f32 dq_accum with atomics while the next Q / dO tile loads
+//   4. (kDq) dS^T to shared memory (rounded to the input dtype, as the products use it);
+//      barrier (and, with one stage, the next Q / dO tile starts loading)
+//   5. (kDq) dQ of the tile's rows, scale * dS K (warp: one or two 16-row slices, some
+//      columns), added into the f32 dq_accum with atomics while the next Q / dO tile loads
 // At the end dK and dV go out once (kv_direct: in the output dtype). Up to d128: 8 warps,
 // 128 keys, 64-query steps, two Q / dO stages, one CTA per SM; d256: 4 warps, 32-query
 // steps, one stage, 128-channel output chunks.
-// Five products per step where the two-kernel path needs seven. dQ's terms from different
-// key tiles arrive in the order the CTAs run, so its last bits vary run to run.
+// dQ's terms from different key tiles arrive in the order the CTAs run, so with kDq its
+// last bits vary run to run; dK and dV are summed in a fixed order either way.
 
 template <int kD, int kDV, int kWarps, int kBlockM_>
 struct FusedCfg {
@@ -477,8 +385,8 @@ struct FusedCfg {
 
 // kLogitTerms: the op has a softcap or ALiBi (the logit's extra terms and the softcap's
 // factor need registers the common case should not pay for).
-template <int kD, int kDV, class Elem, bool kLogitTerms, int kWarps, int kBM>
-__global__ void __launch_bounds__(32 * kWarps) bwd_fused_kernel(const FlashBwdParams bp, int n_col_chunks) {
+template <int kD, int kDV, class Elem, bool kLogitTerms, bool kDq, int kWarps, int kBM>
+__global__ void __launch_bounds__(32 * kWarps) bwd_key_tile_kernel(const FlashBwdParams bp, int n_col_chunks) {
   using Cfg = FusedCfg<kD, kDV, kWarps, kBM>;
   constexpr int kThreads = Cfg::kThreads;
   constexpr int kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM, kStride = Cfg::kStride,
@@ -601,47 +509,53 @@ __global__ void __launch_bounds__(32 * kWarps) bwd_fused_kernel(const FlashBwdPa
     mma_accb<kStride, kM8, kDV, Elem>(dv, st, b_lane<kStride>(sdO, lane), col0);
     mma_accb<kStride, kM8, kDV, Elem>(dk, dpt, b_lane<kStride>(sQ, lane), col0);
     // 4. dS^T (keys x queries) for the whole CTA
+    if constexpr (kDq) {
 #pragma unroll
-    for (int jj = 0; jj < kM8; ++jj)
+      for (int jj = 0; jj < kM8; ++jj)
 #pragma unroll
-      for (int rr = 0; rr < 2; ++rr)
-        *reinterpret_cast<uint32_t*>(sdS + (warp * 16 + g + 8 * rr) * kSStride + jj * 8 + 2 * tq) =
-            pack2<Elem>(dpt[jj][2 * rr], dpt[jj][2 * rr + 1]);
-    __syncthreads();  // dS^T complete; step n's Q / dO are read
+        for (int rr = 0; rr < 2; ++rr)
+          *reinterpret_cast<uint32_t*>(sdS + (warp * 16 + g + 8 * rr) * kSStride + jj * 8 + 2 * tq) =
+              pack2<Elem>(dpt[jj][2 * rr], dpt[jj][2 * rr + 1]);
+    }
+    // Step n's Q / dO (and dS^T) complete: with two stages the next step's loads, issued
+    // before its top barrier, may overwrite this stage only after every warp is here.
+    __syncthreads();
     if constexpr (kStages == 1) {
       if (n + 1 < steps) load_step(n + 1);
       cp_async_commit();
     }
-    // 5. dQ += scale * dS K: 16-row slice m of the tile, kQW columns from c0 at a time
-    constexpr int kMTiles = Cfg::kMTiles, kCols = kDV / Cfg::kSlices, kQW = kCols < 128 ? kCols : 128;
-    constexpr int kPerWarp = (kMTiles >= kWarps ? kMTiles / kWarps : 1) * (kCols / kQW);
+    if constexpr (kDq) {
+      // 5. dQ += scale * dS K: 16-row slice m of the tile, kQW columns from c0 at a time
+      constexpr int kMTiles = Cfg::kMTiles, kCols = kDV / Cfg::kSlices, kQW = kCols < 128 ? kCols : 128;
+      constexpr int kPerWarp = (kMTiles >= kWarps ? kMTiles / kWarps : 1) * (kCols / kQW);
 #pragma unroll
-    for (int mi = 0; mi < kPerWarp; ++mi) {
-      const int m = kMTiles >= kWarps ? warp + mi / (kCols / kQW) * kWarps : warp % kMTiles;
-      const int c0 = col0 + (kMTiles >= kWarps ? 0 : warp / kMTiles * kCols) + mi % (kCols / kQW) * kQW;
-      float dq[kQW / 8][4];
-      zero(dq);
+      for (int mi = 0; mi < kPerWarp; ++mi) {
+        const int m = kMTiles >= kWarps ? warp + mi / (kCols / kQW) * kWarps : warp % kMTiles;
+        const int c0 = col0 + (kMTiles >= kWarps ? 0 : warp / kMTiles * kCols) + mi % (kCols / kQW) * kQW;
+        float dq[kQW / 8][4];
+        zero(dq);
 #pragma unroll
-      for (int ks = 0; ks < kBlockN / 16; ++ks) {
-        uint32_t a[4];
-        ldmatrix_x4_trans(a, ds_at + at<kSStride>(ks * 16, m * 16));
+        for (int ks = 0; ks < kBlockN / 16; ++ks) {
+          uint32_t a[4];
+          ldmatrix_x4_trans(a, ds_at + at<kSStride>(ks * 16, m * 16));
 #pragma unroll
-        for (int dp = 0; dp < kQW / 16; ++dp) {
-          uint32_t bb[4];
-          ldmatrix_x4_trans(bb, k_b + at<kStride>(ks * 16, c0 + dp * 16));
-          mma_16816<Elem>(dq[2 * dp], a, bb[0], bb[1]);
-          mma_16816<Elem>(dq[2 * dp + 1], a, bb[2], bb[3]);
+          for (int dp = 0; dp < kQW / 16; ++dp) {
+            uint32_t bb[4];
+            ldmatrix_x4_trans(bb, k_b + at<kStride>(ks * 16, c0 + dp * 16));
+            mma_16816<Elem>(dq[2 * dp], a, bb[0], bb[1]);
+            mma_16816<Elem>(dq[2 * dp + 1], a, bb[2], bb[3]);
+          }
         }
-      }
 #pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        const int i = i0 + m * 16 + g + 8 * rr;
-        if (i >= s.sq) continue;
-        float* dst = bp.dq_accum + ((s.q_row0 + i) * p.num_heads + h) * hs + c0 + 2 * tq;
+        for (int rr = 0; rr < 2; ++rr) {
+          const int i = i0 + m * 16 + g + 8 * rr;
+          if (i >= s.sq) continue;
+          float* dst = bp.dq_accum + ((s.q_row0 + i) * p.num_heads + h) * hs + c0 + 2 * tq;
 #pragma unroll
-        for (int d8 = 0; d8 < kQW / 8; ++d8)
-          if (c0 + d8 * 8 < hs)
-            atomic_add2(dst + d8 * 8, p.softmax_scale * dq[d8][2 * rr], p.softmax_scale * dq[d8][2 * rr + 1]);
+          for (int d8 = 0; d8 < kQW / 8; ++d8)
+            if (c0 + d8 * 8 < hs)
+              atomic_add2(dst + d8 * 8, p.softmax_scale * dq[d8][2 * rr], p.softmax_scale * dq[d8][2 * rr + 1]);
+        }
       }
     }
   }
@@ -654,66 +568,64 @@ __global__ void __launch_bounds__(32 * kWarps) bwd_fused_kernel(const FlashBwdPa
 
 namespace wick::kernels::flash_bwd_mma {
 
-// Launches both kernels of instance kD (head sizes up to kD; output chunks of up to 128
-// channels) on `st`. The f32 buffers are zero (flash_bwd.cu) and dsum is computed.
-template <int kD, class Elem>
-void launch(const FlashBwdParams& bp, cudaStream_t st) {
-  constexpr int kDV = kD > 128 ? 128 : kD;
-  const FlashFwdParams& p = bp.fwd;
-  const int chunks = (p.head_size + kDV - 1) / kDV;
-  const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
-  const int max_sk = p.cu_seqlens_k ? p.max_seqlen_k : p.seqlen_k;
-  using Kv = KvCfg<kD, kDV, Elem>;
-  using Q = QCfg<kD, kDV, Elem>;
-  static bool attributes_set = false;  // the dynamic shared-memory limits, once per instance
-  if (!attributes_set) {
-    WICK_CUDA_CHECK(cudaFuncSetAttribute(bwd_kv_kernel<kD, kDV, Elem>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         Kv::kSmem));
-    WICK_CUDA_CHECK(cudaFuncSetAttribute(bwd_q_kernel<kD, kDV, Elem>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         Q::kSmem));
-    attributes_set = true;
-  }
-  const dim3 kv_grid(static_cast<unsigned>((max_sk + Kv::kBlockN - 1) / Kv::kBlockN * chunks), p.num_heads_k, p.batch);
-  bwd_kv_kernel<kD, kDV, Elem><<<kv_grid, kThreads, Kv::kSmem, st>>>(bp, chunks);
-  WICK_CUDA_CHECK(cudaGetLastError());
-  const dim3 q_grid(static_cast<unsigned>((max_sq + Q::kBlockM - 1) / Q::kBlockM * chunks), p.num_heads, p.batch);
-  bwd_q_kernel<kD, kDV, Elem><<<q_grid, kThreads, Q::kSmem, st>>>(bp, chunks);
-  WICK_CUDA_CHECK(cudaGetLastError());
-}
-
-template <int kD, int kDV, class Elem, int kW, int kBM>
-void launch_fused_cfg(const FlashBwdParams& bp, cudaStream_t st, int chunks, int max_sk) {
+template <int kD, int kDV, class Elem, bool kDq, int kW, int kBM>
+void launch_key_tiles_cfg(const FlashBwdParams& bp, cudaStream_t st, int chunks, int max_sk) {
   const FlashFwdParams& p = bp.fwd;
   using F = FusedCfg<kD, kDV, kW, kBM>;
-  static bool attributes_set = false;
+  static bool attributes_set = false;  // the dynamic shared-memory limits, once per instance
   if (!attributes_set) {
-    WICK_CUDA_CHECK(cudaFuncSetAttribute(bwd_fused_kernel<kD, kDV, Elem, false, kW, kBM>,
+    WICK_CUDA_CHECK(cudaFuncSetAttribute(bwd_key_tile_kernel<kD, kDV, Elem, false, kDq, kW, kBM>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, F::kSmem));
-    WICK_CUDA_CHECK(cudaFuncSetAttribute(bwd_fused_kernel<kD, kDV, Elem, true, kW, kBM>,
+    WICK_CUDA_CHECK(cudaFuncSetAttribute(bwd_key_tile_kernel<kD, kDV, Elem, true, kDq, kW, kBM>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, F::kSmem));
     attributes_set = true;
   }
   const dim3 grid(static_cast<unsigned>((max_sk + F::kBlockN - 1) / F::kBlockN * chunks), p.num_heads_k, p.batch);
   if (p.softcap > 0.f || p.alibi_slopes)
-    bwd_fused_kernel<kD, kDV, Elem, true, kW, kBM><<<grid, F::kThreads, F::kSmem, st>>>(bp, chunks);
+    bwd_key_tile_kernel<kD, kDV, Elem, true, kDq, kW, kBM><<<grid, F::kThreads, F::kSmem, st>>>(bp, chunks);
   else
-    bwd_fused_kernel<kD, kDV, Elem, false, kW, kBM><<<grid, F::kThreads, F::kSmem, st>>>(bp, chunks);
+    bwd_key_tile_kernel<kD, kDV, Elem, false, kDq, kW, kBM><<<grid, F::kThreads, F::kSmem, st>>>(bp, chunks);
   WICK_CUDA_CHECK(cudaGetLastError());
 }
 
-// The fused kernel of instance kD on `st`, under the same conditions as launch().
-template <int kD, class Elem>
-void launch_fused(const FlashBwdParams& bp, cudaStream_t st) {
+// The key-tile kernel of instance kD (head sizes up to kD; output chunks of up to 128
+// channels) on `st`, with or without dQ. 8 warps (128 keys, one CTA per SM) up to d128: half
+// the dQ atomics and Q / dO reads of 4 warps, 1.1-1.35x faster on the H200
+// (bench/RESULTS.md); d256's tiles need 4.
+template <int kD, class Elem, bool kDq>
+void launch_key_tiles(const FlashBwdParams& bp, cudaStream_t st) {
   constexpr int kDV = kD > 128 ? 128 : kD;
   const FlashFwdParams& p = bp.fwd;
   const int chunks = (p.head_size + kDV - 1) / kDV;
   const int max_sk = p.cu_seqlens_k ? p.max_seqlen_k : p.seqlen_k;
-  // 8 warps (128 keys, one CTA per SM) up to d128: half the dQ atomics and Q / dO reads of
-  // 4 warps, 1.1-1.35x faster on the H200 (bench/RESULTS.md); d256's tiles need 4.
   if constexpr (kD <= 128)
-    launch_fused_cfg<kD, kDV, Elem, 8, 64>(bp, st, chunks, max_sk);
+    launch_key_tiles_cfg<kD, kDV, Elem, kDq, 8, 64>(bp, st, chunks, max_sk);
   else
-    launch_fused_cfg<kD, kDV, Elem, 4, 32>(bp, st, chunks, max_sk);
+    launch_key_tiles_cfg<kD, kDV, Elem, kDq, 4, 32>(bp, st, chunks, max_sk);
+}
+
+template <int kD, class Elem>
+void launch_fused(const FlashBwdParams& bp, cudaStream_t st) {
+  launch_key_tiles<kD, Elem, true>(bp, st);
+}
+
+template <int kD, class Elem>
+void launch(const FlashBwdParams& bp, cudaStream_t st) {
+  launch_key_tiles<kD, Elem, false>(bp, st);  // dK, dV
+  constexpr int kDV = kD > 128 ? 128 : kD;
+  const FlashFwdParams& p = bp.fwd;
+  const int chunks = (p.head_size + kDV - 1) / kDV;
+  const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
+  using Q = QCfg<kD, kDV, Elem>;
+  static bool attribute_set = false;
+  if (!attribute_set) {
+    WICK_CUDA_CHECK(cudaFuncSetAttribute(bwd_q_kernel<kD, kDV, Elem>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         Q::kSmem));
+    attribute_set = true;
+  }
+  const dim3 q_grid(static_cast<unsigned>((max_sq + Q::kBlockM - 1) / Q::kBlockM * chunks), p.num_heads, p.batch);
+  bwd_q_kernel<kD, kDV, Elem><<<q_grid, kThreads, Q::kSmem, st>>>(bp, chunks);
+  WICK_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace wick::kernels::flash_bwd_mma

@@ -7,10 +7,12 @@
 
 namespace wick::kernels::flash_bwd_mma {
 
-// Both kernels of instance kD on `st`; the f32 buffers are zero and dsum is computed.
+// The deterministic form of instance kD on `st` (the key-tile kernel for dK and dV, then the
+// q kernel for dQ); the f32 buffers are zero and dsum is computed.
 template <int kD, class Elem>
 void launch(const FlashBwdParams& bp, cudaStream_t st);
-// The fused kernel (dQ by atomics: faster, last bits of dQ vary run to run), same conditions.
+// The fused form (one kernel, dQ by atomics: faster, dQ's last bits vary run to run), same
+// conditions.
 template <int kD, class Elem>
 void launch_fused(const FlashBwdParams& bp, cudaStream_t st);
 

@@ -39,11 +39,11 @@ struct FlashBwdParams {
   void* dk = nullptr;  // (kv_rows, num_heads_k, head_size), fwd.dtype, contiguous
   void* dv = nullptr;  // like dk
 
-  // Sum dQ in a fixed order (the two-kernel path: gradients bitwise identical run to run)
+  // Sum dQ in a fixed order (a second kernel: gradients bitwise identical run to run)
   // instead of the fused kernel, whose dQ is added with atomics in the order CTAs arrive.
   bool deterministic = false;
 
-  // Set by flash_bwd (not by callers): the fused kernel writes dk, dv directly instead of
+  // Set by flash_bwd (not by callers): the key-tile kernel writes dk, dv directly instead of
   // adding into dk_accum, dv_accum (not paged: each row belongs to one CTA).
   bool kv_direct = false;
 
