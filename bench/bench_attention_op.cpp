@@ -1,7 +1,7 @@
 // The attention op as a user calls it: wall-clock time per call of the public functions,
 // over back-to-back calls with one synchronize at the end (allocation, checks, launches and
 // any host round trip included), beside the kernel-level numbers of bench/flash_bench.
-//   bench_attention_op [--json FILE] [--iters N]
+//   bench_attention_op [--json FILE] [--iters N] [--filter NAME_SUBSTRING]
 // Decode (group D of flash_bench): flash_attn_varlen_paged_windowed, one query per
 //   sequence, GQA 32/8, d128, page 64, shuffled block table, causal; (B, ctx) =
 //   (1, 512), (1, 32768), (8, 4096), (64, 4096); rate = K+V bytes read / time.
@@ -16,6 +16,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/bench_util.h"
@@ -156,22 +157,24 @@ void graph_step(const Device& dev, size_t B, size_t ctx) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::string filter;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) g_json = std::fopen(argv[++i], "w");
     else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) g_iters = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
   }
+  // runs only the cases whose name contains the filter (profiling one case)
+  auto want = [&](const std::string& name) { return filter.empty() || name.find(filter) != std::string::npos; };
   if (!Device::cuda_available()) {
     std::printf("bench_attention_op: no CUDA device; this benchmark measures the CUDA call path\n");
     return 0;
   }
   const Device dev = Device::cuda(0);
-  decode(dev, 1, 512);
-  decode(dev, 1, 32768);
-  decode(dev, 8, 4096);
-  decode(dev, 64, 4096);
-  prefill(dev);
-  graph_step(dev, 1, 512);
-  graph_step(dev, 8, 4096);
+  for (auto [B, ctx] : {std::pair<size_t, size_t>{1, 512}, {1, 32768}, {8, 4096}, {64, 4096}})
+    if (want("op_decode_B" + std::to_string(B) + "_ctx" + std::to_string(ctx))) decode(dev, B, ctx);
+  if (want("op_prefill_A_varlen_d128_h16_causal")) prefill(dev);
+  for (auto [B, ctx] : {std::pair<size_t, size_t>{1, 512}, {8, 4096}})
+    if (want("step32_B" + std::to_string(B) + "_ctx" + std::to_string(ctx))) graph_step(dev, B, ctx);
   if (g_json) std::fclose(g_json);
   return 0;
 }

@@ -39,7 +39,7 @@ struct FlashAttn {
   std::optional<float> softcap;                // softcap * tanh(logit / softcap) when > 0
   bool causal = false;                         // shorthand for window_size_right = 0 (W13)
   // The CUDA backward sums dQ in a fixed order, so gradients are bitwise identical run to
-  // run, at the cost of a second kernel (docs/kernels.md, "The backward"); by default one
+  // run, at the cost of a second pass over S and dP (docs/kernels.md, "The backward"); by default one
   // fused kernel adds dQ with atomics and its last bits vary. WICK_DETERMINISTIC=1 sets it
   // for every call. The CPU backward is always deterministic.
   bool deterministic = false;
