@@ -658,6 +658,14 @@ TEST_CASE("flash kernels: sanitizer subset") {
     c.hs = 512, c.page = 0, c.causal = false, c.wl = 20, c.wr = 10, c.dtype = FlashDType::BF16;
     c.sk = c.sq;
     cases.push_back(c);
+    // d128 not paged: the Hopper kernel on an sm_90 GPU (two key tiles and a tail)
+    c.name = "san: d128 GQA causal tails";
+    c.hs = 128, c.wl = c.wr = -1, c.causal = true, c.nh = 4, c.nhk = 2;
+    c.sq = lengths(case_rng(), 3, 1, 300), c.sk = c.sq;
+    cases.push_back(c);
+    c.name = "san: d128 window f16";
+    c.causal = false, c.wl = 40, c.wr = 7, c.dtype = FlashDType::F16;
+    cases.push_back(c);
   }
   {
     Case c;

@@ -1,4 +1,5 @@
-// flash_fwd: the single dispatch point of the CUDA forward. Picks the head-size instance
+// flash_fwd: the single dispatch point of the CUDA forward. On an sm_90 GPU the calls the
+// Hopper kernel covers go to it (flash_fwd_sm90.h); otherwise it picks the head-size instance
 // (kernels/flash/flash_instances.h), the decode shape when the GQA group of every query
 // row fits one 16-row tile, and falls back to the lesson kernel for inputs the tensor-core
 // kernel cannot read with 16-byte accesses (head size not a multiple of 8, misaligned base
@@ -14,6 +15,7 @@
 #include <utility>
 
 #include "kernels/flash/flash_fwd.h"
+#include "kernels/flash/flash_fwd_sm90.h"
 #include "kernels/flash/flash_instances.h"
 #include "kernels/flash/flash_launch.h"
 #include "tensor/cuda_check.h"
@@ -76,6 +78,12 @@ void flash_fwd(const FlashFwdParams& p, void* stream) {
   }
   const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
   const bool decode_shape = static_cast<int64_t>(max_sq) * (p.num_heads / p.num_heads_k) <= kDecodeRows;
+#if WICK_FLASH_SM90
+  if (!decode_shape && flash::sm90::covers(p) && flash::sm90::available()) {
+    flash::sm90::run(p, stream);
+    return;
+  }
+#endif
   const bool done = p.dtype == FlashDType::BF16 ? dispatch_dtype<FlashDType::BF16>(p, stream, decode_shape)
                                                 : dispatch_dtype<FlashDType::F16>(p, stream, decode_shape);
   if (!done) flash_fwd_naive(p, stream);

@@ -1,0 +1,119 @@
+// Hopper (sm_90a) building blocks for the warpgroup kernels, one PTX instruction or idiom
+// each, with the ordering rule it needs. Compiled only for sm_90a (the arch-specific target
+// that has wgmma); the sm_80 kernels use flash_mma.cuh.
+//
+// Warpgroup MMA (wgmma.mma_async): four consecutive warps (a warpgroup, 128 threads) issue
+// one asynchronous D (64 x N, f32) += A (64 x 16) * B (16 x N) on the tensor cores. B, and A
+// unless it comes from registers, are read from shared memory through 64-bit descriptors.
+// Register layouts, with warp w of the warpgroup, g = lane / 4, t = lane % 4 (PTX ISA,
+// "wgmma register fragments"); they are the m16n8k16 layouts of flash_mma.cuh, warp w
+// holding rows 16w .. 16w + 15:
+//   D (64 x N, f32):  d[4j + 2i + c] = D[16w + g + 8i][8j + 2t + c]        (i, c in {0, 1})
+//   A (64 x 16):      a[0] = A[16w+g][2t..2t+1]   a[1] = A[16w+g+8][2t..]
+//                     a[2] = A[16w+g][2t+8..]     a[3] = A[16w+g+8][2t+8..]
+// Ordering: wgmma_fence() before the first wgmma of a batch whenever registers it reads (A,
+// or D when accumulating) were written by ordinary instructions; wgmma_commit() closes the
+// batch; wgmma_wait<n>() returns when at most n batches are still running, and only then
+// may D be read; fence_operands() after the wait keeps the compiler from moving reads of D
+// above it. Shared memory written by ordinary stores or cp.async must be made visible to the
+// tensor cores' (async) proxy with fence_proxy_async() by the writing threads, before the
+// barrier that publishes it.
+//
+// Shared-memory tiles use the 128-byte swizzle: a panel holds 64 16-bit elements per row
+// (128 bytes), rows back to back; 16-byte chunk c of row r sits at chunk c ^ (r % 8). Panels
+// start at 1024-byte boundaries (the swizzle's period). A tile wider than 64 elements is
+// several panels, one after the other.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace wick::kernels::flash::sm90 {
+
+// Byte offset of element (row, col) in a swizzled tile of `rows` rows (col < 64 * panels).
+__host__ __device__ constexpr uint32_t swizzled_offset(int rows, int row, int col) {
+  return static_cast<uint32_t>((col / 64) * rows * 128 + row * 128 + ((((col % 64) / 8) ^ (row % 8)) * 16) + (col % 8) * 2);
+}
+
+// Descriptor of a swizzled operand at shared address `addr` (PTX ISA, "matrix descriptor"):
+// bits 0-13 addr / 16, 16-29 leading byte offset / 16, 32-45 stride byte offset / 16,
+// 62-63 swizzle mode (1 = 128 bytes).
+//   K-major (the 16 reduction elements contiguous in a row: Q and K for S = Q K^T): rows are
+//   M or N; stride = 1024 (8 rows of 128 bytes); the leading offset is unused (1). Step k16
+//   of a panel starts 32 bytes further.
+//   MN-major (N contiguous: V for O = P V, read transposed): rows are the reduction dim;
+//   leading = the distance between 64-wide panels along N; stride = 1024 (8 rows). Step
+//   k16 starts 16 rows (2048 bytes) further.
+__device__ __forceinline__ uint64_t make_desc(uint32_t addr, uint32_t leading, uint32_t stride) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>((leading & 0x3FFFF) >> 4) << 16) |
+         (static_cast<uint64_t>((stride & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+template <int N>
+__device__ __forceinline__ void fence_operands(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+// Orders this thread's earlier generic-proxy writes to shared memory (stores, cp.async
+// after its wait) before later async-proxy reads (wgmma operands).
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// The 64 accumulator operands of an m64n128 wgmma.
+#define WICK_WGMMA_D64 \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+
+// D (64 x 128) (+)= A * B, A and B from shared memory (both K-major). accumulate = 0 sets
+// D = A * B (the previous D is ignored).
+template <class Elem>
+__device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  if constexpr (std::is_same_v<Elem, __nv_bfloat16>) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : WICK_WGMMA_D64
+                 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  } else {
+    static_assert(std::is_same_v<Elem, __half>, "bf16 or f16 inputs");
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : WICK_WGMMA_D64
+                 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  }
+}
+
+// D (64 x 128) (+)= A * B, A from registers (layout above), B from shared memory MN-major
+// (read transposed).
+template <class Elem>
+__device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b,
+                                                    int accumulate) {
+  if constexpr (std::is_same_v<Elem, __nv_bfloat16>) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
+                 : WICK_WGMMA_D64
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+  } else {
+    static_assert(std::is_same_v<Elem, __half>, "bf16 or f16 inputs");
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
+                 : WICK_WGMMA_D64
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+  }
+}
+
+#undef WICK_WGMMA_D64
+
+}  // namespace wick::kernels::flash::sm90
