@@ -666,6 +666,10 @@ TEST_CASE("flash kernels: sanitizer subset") {
     c.name = "san: d128 window f16";
     c.causal = false, c.wl = 40, c.wr = 7, c.dtype = FlashDType::F16;
     cases.push_back(c);
+    c.name = "san: d128 paged 96 causal (tiles straddle pages)";
+    c.wl = c.wr = -1, c.causal = true, c.page = 96, c.dtype = FlashDType::BF16;
+    c.sk = lengths(case_rng(), 3, 1, 400);
+    cases.push_back(c);
   }
   {
     Case c;
