@@ -4,8 +4,11 @@
 // sends it the calls it covers and everything else to the sm_80 family.
 //
 // What it covers: head size 128, bf16 / f16, K/V not paged (batched or varlen), GQA / MQA,
-// causal and sliding windows, LSE; softcap, ALiBi and mm-prefix ranges go to the sm_80 kernel
-// (their per-element logits would cost this kernel registers it does not have).
+// causal and sliding windows, LSE. The sm_80 family keeps: softcap, ALiBi and mm-prefix
+// ranges (their per-element logits would cost this kernel registers it does not have), a
+// softmax scale that is not positive, paged K/V, forced split counts, decode shapes, inputs
+// without 16-byte rows, and f16 in WICK_FLASH_QUICK builds. It never splits the keys: a call
+// with few query tiles and very long keys runs one CTA per (tile, head, sequence).
 //
 // Steps, mapped to the CPU algorithm (ops/attention/cpu.cpp):
 //   0. CTA = (query tile of 128 rows, head, sequence); two warpgroups of 4 warps, each owning
@@ -46,11 +49,13 @@ constexpr uint32_t kTileBytes = kBlockN * kD * 2;        // one swizzled K or V 
 constexpr uint32_t kQBytes = kBlockM * kD * 2;           // the swizzled Q tile
 constexpr int kSmem = 1024 + kQBytes + 4 * kTileBytes;  // Q, two K/V stages, 1024-byte alignment slack
 
-// Issues the cp.async copies of `rows` rows x 128 channels into a swizzled tile at `dst`:
-// row r of the tile comes from src + row_offset(r); rows at or past `valid` are zero-filled.
+// Issues the cp.async copies of a 128-row x 128-channel swizzled tile (Q and K/V tiles have
+// the same shape) at `dst`: row r comes from src + row_offset(r); rows at or past `valid`
+// are zero-filled (no read).
+static_assert(kBlockM == kBlockN, "Q and K/V tiles share one swizzled shape");
 template <class Elem, class RowOffset>
 __device__ __forceinline__ void load_swizzled(uint32_t dst, const Elem* src, int valid, RowOffset row_offset, int tid) {
-  constexpr int kChunks = kBlockN * (kD / 8);  // 16-byte chunks (128 rows: Q and K/V tiles alike)
+  constexpr int kChunks = kBlockN * (kD / 8);  // 16-byte chunks
 #pragma unroll
   for (int i = 0; i < kChunks / kThreads; ++i) {
     const int c = tid + i * kThreads, row = c / (kD / 8), col = (c % (kD / 8)) * 8;
@@ -221,6 +226,8 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const FlashFwdParams p
     if (p.lse && t == 0)
       p.lse[lse_offset(p, b, sb, r, h)] = row_saw_keys(l) ? (m_run[i] * sc + log2f(l)) * kLn2 : -INFINITY;
   }
+#else
+  __trap();  // built for sm_90a only; any other target has no body
 #endif
 }
 

@@ -7,6 +7,8 @@
 namespace wick::kernels::flash::sm90 {
 
 // Head size 128, not paged, no ALiBi / softcap / mm-prefix ranges, no forced split count.
+// The caller has already sent decode shapes elsewhere and checked that every row is
+// 16-byte aligned (flash_fwd.cu: vector_friendly).
 bool covers(const FlashFwdParams& params);
 // The current device is an sm_90 GPU and WICK_FLASH_SM90 is not "0" (that setting sends
 // every call to the sm_80 family, for comparisons).

@@ -11,11 +11,11 @@
 //   D (64 x N, f32):  d[4j + 2i + c] = D[16w + g + 8i][8j + 2t + c]        (i, c in {0, 1})
 //   A (64 x 16):      a[0] = A[16w+g][2t..2t+1]   a[1] = A[16w+g+8][2t..]
 //                     a[2] = A[16w+g][2t+8..]     a[3] = A[16w+g+8][2t+8..]
-// Ordering: wgmma_fence() before the first wgmma of a batch whenever registers it reads (A,
-// or D when accumulating) were written by ordinary instructions; wgmma_commit() closes the
-// batch; wgmma_wait<n>() returns when at most n batches are still running, and only then
-// may D be read; fence_operands() after the wait keeps the compiler from moving reads of D
-// above it. Shared memory written by ordinary stores or cp.async must be made visible to the
+// Ordering: wgmma_fence() before the first wgmma of a batch, after every ordinary access
+// to the registers the batch uses (A, and D); wgmma_commit() closes the batch;
+// wgmma_wait<n>() returns when at most n batches are still running, and only then may D be
+// read or A, D and the shared-memory operands be changed; fence_operands() after the wait
+// keeps the compiler from moving accesses of D above it. Shared memory written by ordinary stores or cp.async must be made visible to the
 // tensor cores' (async) proxy with fence_proxy_async() by the writing threads, before the
 // barrier that publishes it.
 //
