@@ -3,6 +3,7 @@
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_runtime.h>
 
 #include <cstdint>
 
@@ -41,6 +42,26 @@ __device__ __forceinline__ bool call_faulted(const FlashFwdParams& p) {
   if (!p.verdict) return false;
   wait_for_prior_grid();
   return *p.verdict != 0;
+}
+
+// Launches kernel<<<grid, block, smem, st>>>(args...); when `after_checks` (the call's
+// verdict is set, so the device checks run just before on `st`) the launch is programmatic:
+// the grid may start while the check finishes, and call_faulted waits for it. Returns the
+// launch's error.
+template <class... Params, class... Args>
+inline cudaError_t launch_after_checks(bool after_checks, void (*kernel)(Params...), dim3 grid, dim3 block,
+                                       size_t smem, cudaStream_t st, const Args&... args) {
+  if (!after_checks) {
+    kernel<<<grid, block, smem, st>>>(args...);
+    return cudaGetLastError();
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = st;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr, cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 
 // The defined output of a faulted call: NaN in every out and lse element of the varlen

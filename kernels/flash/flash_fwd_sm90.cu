@@ -245,20 +245,8 @@ void launch(const FlashFwdParams& p, cudaStream_t st) {
     WICK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     if (dev < 64) attribute_set[dev] = true;
   }
-  if (p.verdict) {
-    // after flash_validate: start while the check finishes (see flash_launch.cuh)
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(static_cast<unsigned>(ctas)), cfg.blockDim = dim3(kThreads), cfg.dynamicSmemBytes = kSmem;
-    cfg.stream = st;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr, cfg.numAttrs = 1;
-    WICK_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p, m_blocks));
-  } else {
-    kernel<<<static_cast<unsigned>(ctas), kThreads, kSmem, st>>>(p, m_blocks);
-    WICK_CUDA_CHECK(cudaGetLastError());
-  }
+  WICK_CUDA_CHECK(launch_after_checks(p.verdict != nullptr, kernel, dim3(static_cast<unsigned>(ctas)), dim3(kThreads),
+                                      kSmem, st, p, m_blocks));
 }
 
 }  // namespace

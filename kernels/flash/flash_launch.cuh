@@ -117,21 +117,7 @@ void launch_flash_cfg(const FlashFwdParams& p, cudaStream_t st, int pack, int se
     a.lseacc = a.oacc + slots_total * a.acc_dim;
   }
   const dim3 grid(static_cast<unsigned>(tiles), 1u, static_cast<unsigned>(splits));
-  cudaError_t err;
-  if (p.verdict) {
-    // After flash_validate: a programmatic launch lets this grid start while the check
-    // finishes; the kernel waits for it (griddepcontrol.wait) before reading the verdict.
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid, cfg.blockDim = dim3(Cfg::kThreads), cfg.dynamicSmemBytes = Cfg::kSmem, cfg.stream = st;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr, cfg.numAttrs = 1;
-    err = cudaLaunchKernelEx(&cfg, kernel, a);
-  } else {
-    kernel<<<grid, Cfg::kThreads, Cfg::kSmem, st>>>(a);
-    err = cudaGetLastError();
-  }
+  cudaError_t err = launch_after_checks(p.verdict != nullptr, kernel, grid, dim3(Cfg::kThreads), Cfg::kSmem, st, a);
   if (err == cudaSuccess && splits > 1 && a.tile_counters == nullptr) {
     const dim3 cgrid(static_cast<unsigned>((max_sq + kCombineWarps - 1) / kCombineWarps),
                      static_cast<unsigned>(p.num_heads), static_cast<unsigned>(p.batch));
