@@ -200,6 +200,8 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const FlashFwdParams p
       a[kk][3] = pack2<Elem>(s[8 * kk + 6], s[8 * kk + 7]);
     }
     const uint32_t v_s = sV + stage * kTileBytes;
+    fence_operands(o);  // the rescale of O and the packing of P stay above the fence
+    fence_operands(a);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 8; ++kk)
