@@ -549,6 +549,21 @@ TEST_CASE("flash kernels: GQA/MQA, head sizes, layouts, dtypes") {
     c.head_major = false, c.causal = false, c.kv_pad = 16;
     cases.push_back(c);
   }
+  {
+    // the same layouts at d128, where an sm_90 GPU runs the Hopper kernel
+    Case c = varlen_case("d128 interleaved kv + padded rows", 3, 20, 300, 128);
+    c.kv_interleaved = true, c.q_pad = 24, c.kv_pad = 8, c.o_pad = 16, c.nh = 4, c.nhk = 2, c.causal = true;
+    cases.push_back(c);
+    Case d;
+    d.name = "d128 batched layout, head-major q/out";
+    d.varlen = false, d.head_major = true;
+    d.sq = {200, 200, 200}, d.sk = {330, 330, 330};
+    d.causal = true, d.hs = 128, d.nh = 6, d.nhk = 3, d.q_pad = 8;
+    cases.push_back(d);
+    d.name = "d128 batched layout, row-major window";
+    d.head_major = false, d.causal = false, d.wl = 70, d.wr = 20, d.kv_pad = 16;
+    cases.push_back(d);
+  }
   for (int hs : {64, 128, 256}) {
     Case c = varlen_case("f16 causal d" + std::to_string(hs), 3, 10, 200, hs);
     c.dtype = FlashDType::F16, c.causal = true, c.nh = 4, c.nhk = 2;
