@@ -3,12 +3,13 @@
 // mma.sync. Built only for sm_90a (its own object library in CMakeLists.txt); flash_fwd.cu
 // sends it the calls it covers and everything else to the sm_80 family.
 //
-// What it covers: head size 128, bf16 / f16, K/V not paged (batched or varlen), GQA / MQA,
-// causal and sliding windows, LSE. The sm_80 family keeps: softcap, ALiBi and mm-prefix
-// ranges (their per-element logits would cost this kernel registers it does not have), a
-// softmax scale that is not positive, paged K/V, forced split counts, decode shapes, inputs
-// without 16-byte rows, and f16 in WICK_FLASH_QUICK builds. It never splits the keys: a call
-// with few query tiles and very long keys runs one CTA per (tile, head, sequence).
+// What it covers: head size 128, bf16 / f16, K/V batched, varlen or paged (pages of a
+// multiple of 32 rows), GQA / MQA, causal and sliding windows, LSE. The sm_80 family keeps:
+// softcap, ALiBi and mm-prefix ranges (their per-element logits would cost this kernel
+// registers it does not have), a softmax scale that is not positive, forced split counts,
+// decode shapes, inputs without 16-byte rows, and f16 in WICK_FLASH_QUICK builds. It never
+// splits the keys: a call with few query tiles and very long keys runs one CTA per (tile,
+// head, sequence).
 //
 // Steps, mapped to the CPU algorithm (ops/attention/cpu.cpp):
 //   0. CTA = (query tile of 128 rows, head, sequence); two warpgroups of 4 warps, each owning
@@ -64,7 +65,9 @@ __device__ __forceinline__ void load_swizzled(uint32_t dst, const Elem* src, int
   }
 }
 
-template <class Elem>
+// kPaged: K/V through p.block_table (a separate instance, so the unpaged loads keep their
+// registers and schedule).
+template <class Elem, bool kPaged>
 __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const FlashFwdParams p, int m_blocks) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char smem_raw[];
@@ -99,18 +102,61 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const FlashFwdParams p
   const Elem* gk = static_cast<const Elem*>(p.k) + hk * p.k_head_stride;
   const Elem* gv = static_cast<const Elem*>(p.v) + hk * p.v_head_stride;
   const int64_t q0 = q_offset(p, b, sb, r0, h);
-  auto load_kv = [&](int nb, int stage) {
+  // Paged K/V: a 128-key tile is four 32-key quarters, each inside one page (pages are
+  // multiples of 32 keys), so a quarter's rows are one block base plus the row stride. The
+  // quarters' block ids go to one of two shared slots a tile ahead of their use (tile nb's
+  // slot: (nb - nb_lo) % 2), so no table read waits in the loop.
+  constexpr int kQuarters = kBlockN / 32;
+  __shared__ int s_blocks[2][kQuarters];
+  const int page = p.page_block_size;
+  auto quarter_page = [&](int tq) { return tq / page; };
+  auto prefetch_blocks = [&](int nb) {
+    if (!kPaged || nb >= nb_hi || tid >= kQuarters) return;
+    const int tq = nb * kBlockN + 32 * tid;
+    if (tq < sb.sk)
+      cp_async_4(smem_addr(&s_blocks[(nb - nb_lo) % 2][tid]),
+                 p.block_table + b * p.block_table_batch_stride + quarter_page(tq), true);
+  };
+  // Issues tile nb's K and V copies into `stage` (paged: the block ids from the table for the
+  // first tile, from their slot after it). Rows at or past sk are zero-filled.
+  auto load_kv = [&](int nb, int stage, bool from_slot) {
     const int t0 = nb * kBlockN;
-    const int64_t k0 = packed_kv_offset(b, sb, t0, p.k_batch_stride, p.k_row_stride);
-    const int64_t v0 = packed_kv_offset(b, sb, t0, p.v_batch_stride, p.v_row_stride);
-    const int valid = min(kBlockN, sb.sk - t0);
-    load_swizzled(sK + stage * kTileBytes, gk, valid, [&](int r) { return k0 + r * p.k_row_stride; }, tid);
-    load_swizzled(sV + stage * kTileBytes, gv, valid, [&](int r) { return v0 + r * p.v_row_stride; }, tid);
+    const uint32_t dk = sK + stage * kTileBytes, dv = sV + stage * kTileBytes;
+    if constexpr (!kPaged) {
+      const int64_t k0 = packed_kv_offset(b, sb, t0, p.k_batch_stride, p.k_row_stride);
+      const int64_t v0 = packed_kv_offset(b, sb, t0, p.v_batch_stride, p.v_row_stride);
+      const int valid = min(kBlockN, sb.sk - t0);
+      load_swizzled(dk, gk, valid, [&](int r) { return k0 + r * p.k_row_stride; }, tid);
+      load_swizzled(dv, gv, valid, [&](int r) { return v0 + r * p.v_row_stride; }, tid);
+    } else {
+      static_assert(kThreads / (kD / 8) == 16, "16-row bands of one column per thread: a quarter is two bands");
+      const int col = (tid % (kD / 8)) * 8, band_row = tid / (kD / 8);  // row within a 16-row band
+      const int* slot = s_blocks[(nb - nb_lo) % 2];
+#pragma unroll
+      for (int q = 0; q < kQuarters; ++q) {
+        const int tq = t0 + 32 * q;
+        int64_t kb = 0, vb = 0;
+        if (tq < sb.sk) {
+          const int pg = quarter_page(tq);
+          const int64_t blk = from_slot ? slot[q] : page_block(p, b, pg), in_page = tq - pg * page;
+          kb = blk * p.k_batch_stride + in_page * p.k_row_stride;
+          vb = blk * p.v_batch_stride + in_page * p.v_row_stride;
+        }
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int r = 16 * half + band_row, row = 32 * q + r;
+          const bool ok = tq + r < sb.sk;
+          cp_async_16(dk + swizzled_offset(kBlockN, row, col), ok ? gk + kb + r * p.k_row_stride + col : gk, ok);
+          cp_async_16(dv + swizzled_offset(kBlockN, row, col), ok ? gv + vb + r * p.v_row_stride + col : gv, ok);
+        }
+      }
+    }
   };
 
   // 1. Q, and the first key tile
   load_swizzled(sQ, gq, r_end - r0, [&](int r) { return q0 + r * p.q_row_stride; }, tid);
-  if (nb_lo < nb_hi) load_kv(nb_lo, 0);
+  if (nb_lo < nb_hi) load_kv(nb_lo, 0, false);
+  prefetch_blocks(nb_lo + 1);
   cp_async_commit();
 
   // This thread's rows: r0 + 64 wg + 16 w + g + 8 i (i = 0, 1); its columns of a tile:
@@ -130,7 +176,8 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const FlashFwdParams p
     cp_async_wait<0>();
     fence_proxy_async();  // this thread's copies, now landed, to the tensor cores' view
     __syncthreads();      // tile nb visible to all; every warpgroup is done with tile nb - 1
-    if (nb + 1 < nb_hi) load_kv(nb + 1, stage ^ 1);
+    if (nb + 1 < nb_hi) load_kv(nb + 1, stage ^ 1, true);
+    prefetch_blocks(nb + 2);  // into the slot of tile nb, whose copies every thread has issued
     cp_async_commit();
 
     // a. S = Q K^T
@@ -233,13 +280,13 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const FlashFwdParams p
 #endif
 }
 
-template <class Elem>
+template <class Elem, bool kPaged>
 void launch(const FlashFwdParams& p, cudaStream_t st) {
   const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
   const int m_blocks = (max_sq + kBlockM - 1) / kBlockM;
   const int64_t ctas = static_cast<int64_t>(m_blocks) * p.batch * p.num_heads;
   if (ctas <= 0) return;
-  auto kernel = fwd_kernel<Elem>;
+  auto kernel = fwd_kernel<Elem, kPaged>;
   static bool attribute_set[64] = {};
   int dev = 0;
   WICK_CUDA_CHECK(cudaGetDevice(&dev));
@@ -272,8 +319,8 @@ bool available() {
 }
 
 bool covers(const FlashFwdParams& p) {
-  return p.head_size == kD && p.block_table == nullptr && p.alibi_slopes == nullptr && !(p.softcap > 0.f) &&
-         p.softmax_scale > 0.f && p.mm_prefix_ranges == nullptr && p.num_splits <= 1 &&
+  return p.head_size == kD && (p.block_table == nullptr || p.page_block_size % 32 == 0) &&
+         p.alibi_slopes == nullptr && !(p.softcap > 0.f) && p.softmax_scale > 0.f && p.mm_prefix_ranges == nullptr && p.num_splits <= 1 &&
          (p.dtype == FlashDType::BF16 || WICK_FLASH_WANT_F16) &&
          static_cast<int64_t>((p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q) + kBlockM - 1) / kBlockM * p.batch *
                  p.num_heads <= 0x7fffffff;
@@ -282,10 +329,12 @@ bool covers(const FlashFwdParams& p) {
 void run(const FlashFwdParams& p, void* stream) {
   auto st = static_cast<cudaStream_t>(stream);
   if (p.dtype == FlashDType::BF16) {
-    launch<__nv_bfloat16>(p, st);
+    if (p.block_table) launch<__nv_bfloat16, true>(p, st);
+    else launch<__nv_bfloat16, false>(p, st);
   } else {
 #if WICK_FLASH_WANT_F16
-    launch<__half>(p, st);
+    if (p.block_table) launch<__half, true>(p, st);
+    else launch<__half, false>(p, st);
 #endif
   }
 }
