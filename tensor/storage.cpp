@@ -1,8 +1,12 @@
 #include "tensor/storage.h"
 
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
 
 #include "tensor/cuda_check.h"
 #include "tensor/device_fault.h"
@@ -55,6 +59,84 @@ size_t host_memory_limit() {
   }();
   return limit;
 }
+#ifdef WICK_WITH_CUDA
+// Freed CUDA blocks kept for reuse. A Storage's memory goes back on the stream it was
+// allocated on; when that is wick's own stream of the device (tensor/stream.h), a block of
+// at most kMaxBlock bytes is kept here instead, and the next allocation of the same size
+// class on that stream takes it without a runtime call (the runtime's stream-ordered
+// allocate and free take about a microsecond each on the host, a visible part of a small
+// op's call). Reuse on the same stream is safe by stream order: the work that used the
+// block was queued before any work of its next owner. Not used while the stream is being
+// captured into a CUDA graph (memory allocated during a capture belongs to the graph), nor
+// for streams set with StreamGuard. At most kMaxBytes per device are kept; a device's blocks
+// go back to the runtime when an allocation there fails (which is then retried once) and on
+// Storage::release_cached.
+class BlockCache {
+ public:
+  static constexpr size_t kMaxBlock = size_t{8} << 20;
+  static constexpr size_t kMaxBytes = size_t{256} << 20;
+  static constexpr int kMaxDevices = 64;
+
+  // The bytes a cached block of a request has: blocks of one size class are
+  // interchangeable. Multiples of 512 bytes up to 4 KiB, then of a quarter of the next lower
+  // power of two (at most a fifth of a block unused).
+  static size_t size_class(size_t bytes) {
+    size_t step = 512;
+    while (step * 8 <= bytes) step *= 2;  // step = pow2floor(bytes) / 4 from 4 KiB on
+    return (bytes + step - 1) / step * step;
+  }
+
+  void* take(int gpu, size_t cls) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = free_[gpu].find(cls);
+    if (it == free_[gpu].end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    kept_[gpu] -= cls;
+    return p;
+  }
+  // False when the device's share is full (the caller frees the block).
+  bool keep(int gpu, size_t cls, void* p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (kept_[gpu] + cls > kMaxBytes) return false;
+    free_[gpu][cls].push_back(p);
+    kept_[gpu] += cls;
+    return true;
+  }
+  // Frees every kept block of gpu on its stream; the caller made gpu current.
+  void release(int gpu, cudaStream_t stream) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [cls, blocks] : free_[gpu])
+      for (void* p : blocks) (void)cudaFreeAsync(p, stream);
+    free_[gpu].clear();
+    kept_[gpu] = 0;
+  }
+  size_t kept(int gpu) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return kept_[gpu];
+  }
+
+ private:
+  std::mutex mu_;
+  std::array<std::unordered_map<size_t, std::vector<void*>>, kMaxDevices> free_;
+  std::array<size_t, kMaxDevices> kept_{};
+};
+
+// Never destroyed: storages may die during static destruction.
+BlockCache& block_cache() {
+  static BlockCache* cache = new BlockCache;
+  return *cache;
+}
+
+bool capturing(void* stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return true;  // unknown: take the runtime's path
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+#endif
 }  // namespace
 
 size_t byte_count(const char* op, size_t n, size_t elem_size) {
@@ -131,15 +213,30 @@ std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device) {
 #ifdef WICK_WITH_CUDA
     if (!Device::cuda_available()) throw Error("S02", "no CUDA device is available for " + to_string(device));
     set_current_device(device);
-    s->stream_ = current_stream(device).handle;
+    const Stream stream = current_stream(device);
+    s->stream_ = stream.handle;
     if (bytes) {
-      const cudaError_t status = cudaMallocAsync(&s->data_, bytes, static_cast<cudaStream_t>(s->stream_));
-      if (status == cudaErrorMemoryAllocation) {
-        (void)cudaGetLastError();  // consumed: the next launch check must not report it
-        throw Error("S05", "out of memory on " + to_string(device) + " allocating " + std::to_string(bytes) +
-                               " bytes");
+      const int gpu = device.gpu_id;
+      const bool cacheable = bytes <= BlockCache::kMaxBlock && gpu < BlockCache::kMaxDevices &&
+                             stream.handle == own_stream(device).handle && !capturing(stream.handle);
+      const size_t want = cacheable ? BlockCache::size_class(bytes) : bytes;
+      if (cacheable) s->data_ = block_cache().take(gpu, want);
+      if (!s->data_) {
+        const auto st = static_cast<cudaStream_t>(s->stream_);
+        cudaError_t status = cudaMallocAsync(&s->data_, want, st);
+        if (status == cudaErrorMemoryAllocation && gpu < BlockCache::kMaxDevices) {
+          (void)cudaGetLastError();  // consumed: the next launch check must not report it
+          block_cache().release(gpu, static_cast<cudaStream_t>(own_stream(device).handle));
+          status = cudaMallocAsync(&s->data_, want, st);
+        }
+        if (status == cudaErrorMemoryAllocation) {
+          (void)cudaGetLastError();
+          throw Error("S05", "out of memory on " + to_string(device) + " allocating " + std::to_string(bytes) +
+                                 " bytes");
+        }
+        WICK_CUDA_CHECK(status);
       }
-      WICK_CUDA_CHECK(status);
+      s->cached_ = cacheable;
     }
     s->bytes_ = bytes;
     count_allocation(g_live_cuda, g_peak_cuda, bytes);
@@ -171,6 +268,10 @@ Storage::~Storage() {
     return;
   }
 #ifdef WICK_WITH_CUDA
+  if (data_ && cached_ && !capturing(stream_) &&
+      block_cache().keep(device_.gpu_id, BlockCache::size_class(bytes_), data_)) {
+    data_ = nullptr;  // kept for the next allocation of its size on this stream
+  }
   if (data_) {
     // A destructor must not throw, nor leave traces on the caller's thread: the caller's
     // current device is restored, and an error from these calls is consumed here, so that
@@ -184,6 +285,26 @@ Storage::~Storage() {
     if (failed) (void)cudaGetLastError();
   }
   g_live_cuda -= static_cast<int64_t>(bytes_);
+#endif
+}
+
+size_t Storage::cached_bytes(const Device& device) {
+#ifdef WICK_WITH_CUDA
+  if (!device.is_cuda() || device.gpu_id < 0 || device.gpu_id >= BlockCache::kMaxDevices) return 0;
+  return block_cache().kept(device.gpu_id);
+#else
+  (void)device;
+  return 0;
+#endif
+}
+
+void Storage::release_cached(const Device& device) {
+#ifdef WICK_WITH_CUDA
+  if (!device.is_cuda() || device.gpu_id < 0 || device.gpu_id >= BlockCache::kMaxDevices) return;
+  set_current_device(device);
+  block_cache().release(device.gpu_id, static_cast<cudaStream_t>(own_stream(device).handle));
+#else
+  (void)device;
 #endif
 }
 

@@ -1,7 +1,9 @@
 // Storage: a device buffer of raw bytes, shared by every view of a tensor.
 // CPU memory is 64-byte aligned; CUDA memory comes from the runtime's stream-ordered
 // pool (cudaMallocAsync on the device's current stream, tensor/stream.h), and goes back to
-// it on that same stream when the last view is gone.
+// it on that same stream when the last view is gone. Blocks of up to 8 MiB allocated on
+// wick's own stream are kept for reuse on that stream instead (at most 256 MiB per device;
+// storage.cpp, BlockCache): release_cached hands them back.
 #pragma once
 #include <cstddef>
 #include <atomic>
@@ -46,6 +48,12 @@ class Storage {
   uint64_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
+  // Bytes of freed CUDA blocks kept for reuse on device (0 for the CPU), and handing them
+  // back to the runtime's pool (which returns memory to the device at the next synchronize).
+  // An allocation that fails hands them back by itself before it gives up.
+  static size_t cached_bytes(const Device& device);
+  static void release_cached(const Device& device);
+
   // Bytes currently allocated through Storage on each kind of device; for leak tests.
   static int64_t live_bytes(Device::Kind kind);
   // The most live_bytes(kind) reached since the last reset_peak_bytes(kind) (or the start);
@@ -59,6 +67,7 @@ class Storage {
   size_t bytes_;
   Device device_;
   void* stream_ = nullptr;  // CUDA: the stream the memory was allocated on (and is freed on)
+  bool cached_ = false;     // CUDA: a size-class block that may go back to the cache
   std::function<void()> release_;  // set for wrapped memory: called instead of freeing
   std::atomic<uint64_t> version_{0};
 };

@@ -67,6 +67,15 @@ void* current_stream_handle() {
 #endif
 }
 
+Stream own_stream(const Device& dev) {
+  check_cuda_device(dev);
+#ifdef WICK_WITH_CUDA
+  return {dev, default_stream(dev.gpu_id)};
+#else
+  return {dev, nullptr};
+#endif
+}
+
 Stream create_stream(const Device& dev) {
   check_cuda_device(dev);
 #ifdef WICK_WITH_CUDA

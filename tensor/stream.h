@@ -43,6 +43,9 @@ class StreamGuard {
   bool was_set_ = false;
 };
 
+// wick's own stream of dev: the one current on a thread that set none.
+Stream own_stream(const Device& dev);
+
 // Waits for the work queued on one stream (synchronize(Device) waits for all of a device's).
 // Raises a recorded device fault like every waiting call (tensor/device_fault.h).
 void synchronize(const Stream& stream);

@@ -22,6 +22,13 @@
 #include "ops/attention/reference.h"
 #include "ops/ops.h"
 #include "test_attention_common.h"
+#include "tensor/graph.h"
+#include "tensor/storage.h"
+#include "tensor/stream.h"
+
+#ifdef WICK_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
 
 using namespace wick;
 using namespace wick::attn_test;
@@ -109,6 +116,65 @@ TEST_CASE("sizes: allocations that cannot succeed are wick::Error naming the siz
   // the text names the size
   const std::string text = catalog::error_of([] { Tensor::ones({size_t{1} << 48}, DType::F32, Device::cpu()); });
   CHECK(text == "out of host memory allocating 1125899906842624 bytes");
+}
+
+TEST_CASE("memory (CUDA): freed blocks are reused on wick's own stream only, and handed back on request") {
+  SKIP_WITHOUT_CUDA();
+  const Device dev = Device::cuda(0);
+  Storage::release_cached(dev);
+  REQUIRE(Storage::cached_bytes(dev) == 0);
+  const void* first = nullptr;
+  {
+    Tensor a = Tensor::ones({1000}, DType::F32, dev);  // 4000 bytes: the 4096-byte class
+    first = a.data_ptr();
+  }
+  CHECK(Storage::cached_bytes(dev) == 4096);
+  {
+    Tensor b = Tensor::zeros({1001}, DType::F32, dev);  // 4004 bytes: the same class, the same block
+    CHECK(b.data_ptr() == first);
+    CHECK(Storage::cached_bytes(dev) == 0);
+    CHECK(b.to_f64_vec() == std::vector<double>(1001, 0.0));  // written after the reuse, in order
+  }
+  {
+    Tensor big = Tensor::empty({(size_t{8} << 20) / 4 + 1}, DType::F32, dev);  // above the 8 MiB limit
+  }
+  CHECK(Storage::cached_bytes(dev) == 4096);
+  {
+    // a stream the caller set: its blocks go straight back to the runtime
+    const Stream mine = create_stream(dev);
+    {
+      StreamGuard on(mine);
+      Tensor c = Tensor::ones({1000}, DType::F32, dev);
+      CHECK(c.data_ptr() != first);
+    }
+    CHECK(Storage::cached_bytes(dev) == 4096);
+    synchronize(mine);
+    destroy_stream(mine);
+  }
+  {
+    // memory allocated while the stream is captured belongs to the graph: a graph's own
+    // stream, and wick's own stream captured directly
+    CudaGraph graph(dev);
+    graph.begin_capture();
+    { Tensor d = Tensor::zeros({1000}, DType::F32, dev); }
+    graph.end_capture();
+    graph.replay();
+#ifdef WICK_WITH_CUDA
+    const auto st = static_cast<cudaStream_t>(own_stream(dev).handle);
+    REQUIRE(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+    {
+      Tensor e = Tensor::zeros({1000}, DType::F32, dev);
+      CHECK(e.data_ptr() != first);
+    }
+    cudaGraph_t captured = nullptr;
+    REQUIRE(cudaStreamEndCapture(st, &captured) == cudaSuccess);
+    CHECK(cudaGraphDestroy(captured) == cudaSuccess);
+#endif
+  }
+  CHECK(Storage::cached_bytes(dev) == 4096);
+  Storage::release_cached(dev);
+  CHECK(Storage::cached_bytes(dev) == 0);
+  synchronize(dev);
 }
 
 TEST_CASE("sizes: printing reads only the elements it shows") {
