@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
 
 #include "devices.h"
 #include "errors_catalog.h"
@@ -217,21 +218,28 @@ TEST_CASE("attention plan_step: the checks that need q or k run at the call, wit
 }
 
 TEST_CASE("attention write_kv_slots and reserve write where append would") {
+  // (dtype, head size, source row width): 16-byte pieces; rows of 20 bytes; rows of 48 bytes
+  // read from a wider tensor whose head stride (56 bytes) is not a multiple of 16
+  const std::tuple<DType, size_t, size_t> cases[] = {
+      {DType::F16, 16, 16}, {DType::F32, 5, 5}, {DType::BF16, 24, 28}, {DType::BF16, 24, 32}};
   for (Device dev : test::test_devices()) {
-    DEVICE_CONTEXT(dev);
-    PagedKvCache a(8, 32, 2, 16, DType::F16, dev), b(8, 32, 2, 16, DType::F16, dev);
-    const Tensor k1 = randn({40, 2, 16}, DType::F16, dev, 1), v1 = randn({40, 2, 16}, DType::F16, dev, 2);
-    const Tensor k2 = randn({30, 2, 16}, DType::F16, dev, 3), v2 = randn({30, 2, 16}, DType::F16, dev, 4);
-    a.append(1, k1, v1);
-    a.append(1, k2, v2);
-    for (const auto& [k, v] : {std::pair{k1, v1}, std::pair{k2, v2}}) {
-      const std::vector<int64_t> slots = b.reserve(1, k.dim(0));
-      write_kv_slots(b.k(), b.v(), k, v, Tensor::from_vec(slots, Shape{slots.size()}, dev));
+    for (const auto& [dt, d, width] : cases) {
+      DEVICE_CONTEXT(dev);
+      INFO("dtype ", dtype_name(dt), " d ", d, " source width ", width);
+      PagedKvCache a(8, 32, 2, d, dt, dev), b(8, 32, 2, d, dt, dev);
+      auto rows = [&](size_t n, uint64_t seed) { return randn({n, 2, width}, dt, dev, seed).narrow(2, 0, d); };
+      const Tensor k1 = rows(40, 1), v1 = rows(40, 2), k2 = rows(30, 3), v2 = rows(30, 4);
+      a.append(1, k1, v1);
+      a.append(1, k2, v2);
+      for (const auto& [k, v] : {std::pair{k1, v1}, std::pair{k2, v2}}) {
+        const std::vector<int64_t> slots = b.reserve(1, k.dim(0));
+        write_kv_slots(b.k(), b.v(), k, v, Tensor::from_vec(slots, Shape{slots.size()}, dev));
+      }
+      CHECK(b.seq_len(1) == 70);
+      CHECK(b.blocks(1) == a.blocks(1));
+      CHECK(b.k().to_f64_vec() == a.k().to_f64_vec());
+      CHECK(b.v().to_f64_vec() == a.v().to_f64_vec());
     }
-    CHECK(b.seq_len(1) == 70);
-    CHECK(b.blocks(1) == a.blocks(1));
-    CHECK(b.k().to_f64_vec() == a.k().to_f64_vec());
-    CHECK(b.v().to_f64_vec() == a.v().to_f64_vec());
   }
 }
 
