@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/device_fault.cuh"
+#include "kernels/pdl.cuh"
 #include "tensor/cuda_check.h"
 
 namespace wick::kernels {
@@ -13,8 +14,12 @@ constexpr int kThreads = 128;
 // One block per new row: both caches, every head, every channel. Each thread loads all it
 // copies before it stores (one memory round trip per pass rather than one per element),
 // in 16-byte pieces where the rows allow.
+// Launched programmatically: it waits for the kernel before it, then lets the next one (the
+// attention reading these rows, in a decode step) start launching.
 template <class U>
 __global__ void __launch_bounds__(kThreads) kv_write_kernel(const KvWriteArgs a) {
+  wait_for_prior_grid();
+  allow_dependents_to_launch();
   const int64_t i = blockIdx.x;
   const int64_t slot = a.slots[i];
   if (slot < 0 || slot >= a.num_blocks * a.page) {
@@ -73,13 +78,14 @@ void kv_write(const KvWriteArgs& a, void* stream) {
   if (a.n <= 0) return;
   const auto st = static_cast<cudaStream_t>(stream);
   const dim3 grid(static_cast<unsigned>(a.n));
+  cudaError_t err;
   switch (a.elem_bytes) {
-    case 1: kv_write_kernel<uint8_t><<<grid, kThreads, 0, st>>>(a); break;
-    case 2: kv_write_kernel<uint16_t><<<grid, kThreads, 0, st>>>(a); break;
-    case 4: kv_write_kernel<uint32_t><<<grid, kThreads, 0, st>>>(a); break;
-    default: kv_write_kernel<uint64_t><<<grid, kThreads, 0, st>>>(a); break;  // 8: every dtype is 1-8 bytes
+    case 1: err = launch_programmatic(kv_write_kernel<uint8_t>, grid, dim3(kThreads), 0, st, a); break;
+    case 2: err = launch_programmatic(kv_write_kernel<uint16_t>, grid, dim3(kThreads), 0, st, a); break;
+    case 4: err = launch_programmatic(kv_write_kernel<uint32_t>, grid, dim3(kThreads), 0, st, a); break;
+    default: err = launch_programmatic(kv_write_kernel<uint64_t>, grid, dim3(kThreads), 0, st, a); break;  // 8: every dtype is 1-8 bytes
   }
-  WICK_CUDA_CHECK(cudaGetLastError());
+  WICK_CUDA_CHECK(err);
 }
 
 }  // namespace wick::kernels

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/flash/contract.h"
+#include "kernels/pdl.cuh"
 
 namespace wick::kernels::flash {
 
@@ -29,39 +30,13 @@ template <> __device__ __forceinline__ __half from_float(float x) { return __flo
 // once for host and device in contract.h; the kernels use it unqualified.
 using namespace ::wick::kernels::attn;
 
-// Waits for the grid this one was launched after programmatically (the device checks,
-// validate.cu), so the verdict is final; a no-op for an ordinary launch and before sm_90.
-__device__ __forceinline__ void wait_for_prior_grid() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
+// Every attention kernel is launched programmatically (kernels/pdl.cuh): it may start while
+// the kernel before it (the device checks, a K/V write, anything) finishes, so call_faulted,
+// its first statement, waits for that kernel before any global memory access.
 // True when the call's index values failed the device checks (FlashFwdParams::verdict).
 __device__ __forceinline__ bool call_faulted(const FlashFwdParams& p) {
-  if (!p.verdict) return false;
   wait_for_prior_grid();
-  return *p.verdict != 0;
-}
-
-// Launches kernel<<<grid, block, smem, st>>>(args...); when `after_checks` (the call's
-// verdict is set, so the device checks run just before on `st`) the launch is programmatic:
-// the grid may start while the check finishes, and call_faulted waits for it. Returns the
-// launch's error.
-template <class... Params, class... Args>
-inline cudaError_t launch_after_checks(bool after_checks, void (*kernel)(Params...), dim3 grid, dim3 block,
-                                       size_t smem, cudaStream_t st, const Args&... args) {
-  if (!after_checks) {
-    kernel<<<grid, block, smem, st>>>(args...);
-    return cudaGetLastError();
-  }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = st;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr, cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, kernel, args...);
+  return p.verdict && *p.verdict != 0;
 }
 
 // The defined output of a faulted call: NaN in every out and lse element of the varlen

@@ -294,8 +294,7 @@ void launch(const FlashFwdParams& p, cudaStream_t st) {
     WICK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     if (dev < 64) attribute_set[dev] = true;
   }
-  WICK_CUDA_CHECK(launch_after_checks(p.verdict != nullptr, kernel, dim3(static_cast<unsigned>(ctas)), dim3(kThreads),
-                                      kSmem, st, p, m_blocks));
+  WICK_CUDA_CHECK(launch_programmatic(kernel, dim3(static_cast<unsigned>(ctas)), dim3(kThreads), kSmem, st, p, m_blocks));
 }
 
 }  // namespace

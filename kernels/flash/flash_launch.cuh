@@ -117,7 +117,7 @@ void launch_flash_cfg(const FlashFwdParams& p, cudaStream_t st, int pack, int se
     a.lseacc = a.oacc + slots_total * a.acc_dim;
   }
   const dim3 grid(static_cast<unsigned>(tiles), 1u, static_cast<unsigned>(splits));
-  cudaError_t err = launch_after_checks(p.verdict != nullptr, kernel, grid, dim3(Cfg::kThreads), Cfg::kSmem, st, a);
+  cudaError_t err = launch_programmatic(kernel, grid, dim3(Cfg::kThreads), Cfg::kSmem, st, a);
   if (err == cudaSuccess && splits > 1 && a.tile_counters == nullptr) {
     const dim3 cgrid(static_cast<unsigned>((max_sq + kCombineWarps - 1) / kCombineWarps),
                      static_cast<unsigned>(p.num_heads), static_cast<unsigned>(p.batch));

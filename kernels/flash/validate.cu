@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/device_fault.cuh"
+#include "kernels/pdl.cuh"
 #include "tensor/cuda_check.h"
 
 namespace wick::kernels {
@@ -60,10 +61,7 @@ __device__ unsigned long long scan(const ValidateArgs& a) {
 }
 
 __global__ void __launch_bounds__(kThreads) validate_kernel(const ValidateArgs a) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // the attention kernel may start launching now; it waits for this grid to finish
-  asm volatile("griddepcontrol.launch_dependents;");
-#endif
+  allow_dependents_to_launch();  // the attention kernel waits for this grid to finish
   __shared__ unsigned long long s_key;
   if (threadIdx.x == 0) s_key = kNone;
   __syncthreads();
