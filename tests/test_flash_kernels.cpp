@@ -449,6 +449,17 @@ Case varlen_case(std::string name, int batch, int lo, int hi, int hs) {
   return c;
 }
 
+// Three sequences of sq queries and sk keys in the batched layout, head-major q and out
+// (padded q rows), causal, GQA 6/3.
+Case batched_head_major_case(std::string name, int sq, int sk, int hs) {
+  Case c;
+  c.name = std::move(name);
+  c.varlen = false, c.head_major = true;
+  c.sq = {sq, sq, sq}, c.sk = {sk, sk, sk};
+  c.causal = true, c.hs = hs, c.nh = 6, c.nhk = 3, c.q_pad = 8;
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("flash kernels: varlen prefill, masks and score modifiers") {
@@ -539,11 +550,7 @@ TEST_CASE("flash kernels: GQA/MQA, head sizes, layouts, dtypes") {
     cases.push_back(c);
   }
   {
-    Case c;
-    c.name = "batched layout, head-major q/out";
-    c.varlen = false, c.head_major = true;
-    c.sq = {100, 100, 100}, c.sk = {170, 170, 170};
-    c.causal = true, c.hs = 96, c.nh = 6, c.nhk = 3, c.q_pad = 8;
+    Case c = batched_head_major_case("batched layout, head-major q/out", 100, 170, 96);
     cases.push_back(c);
     c.name = "batched layout, row-major";
     c.head_major = false, c.causal = false, c.kv_pad = 16;
@@ -554,11 +561,7 @@ TEST_CASE("flash kernels: GQA/MQA, head sizes, layouts, dtypes") {
     Case c = varlen_case("d128 interleaved kv + padded rows", 3, 20, 300, 128);
     c.kv_interleaved = true, c.q_pad = 24, c.kv_pad = 8, c.o_pad = 16, c.nh = 4, c.nhk = 2, c.causal = true;
     cases.push_back(c);
-    Case d;
-    d.name = "d128 batched layout, head-major q/out";
-    d.varlen = false, d.head_major = true;
-    d.sq = {200, 200, 200}, d.sk = {330, 330, 330};
-    d.causal = true, d.hs = 128, d.nh = 6, d.nhk = 3, d.q_pad = 8;
+    Case d = batched_head_major_case("d128 batched layout, head-major q/out", 200, 330, 128);
     cases.push_back(d);
     d.name = "d128 batched layout, row-major window";
     d.head_major = false, d.causal = false, d.wl = 70, d.wr = 20, d.kv_pad = 16;
