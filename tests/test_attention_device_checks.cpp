@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <string>
-#include <tuple>
 
 #include "devices.h"
 #include "errors_catalog.h"
@@ -220,10 +219,15 @@ TEST_CASE("attention plan_step: the checks that need q or k run at the call, wit
 TEST_CASE("attention write_kv_slots and reserve write where append would") {
   // (dtype, head size, source row width): 16-byte pieces; rows of 20 bytes; rows of 48 bytes
   // read from a wider tensor whose head stride (56 bytes) is not a multiple of 16
-  const std::tuple<DType, size_t, size_t> cases[] = {
-      {DType::F16, 16, 16}, {DType::F32, 5, 5}, {DType::BF16, 24, 28}, {DType::BF16, 24, 32}};
+  struct Rows {
+    DType dt;
+    size_t d, width;
+  };
+  const Rows cases[] = {{DType::F16, 16, 16}, {DType::F32, 5, 5}, {DType::BF16, 24, 28}, {DType::BF16, 24, 32}};
   for (Device dev : test::test_devices()) {
-    for (const auto& [dt, d, width] : cases) {
+    for (const Rows& rc : cases) {
+      const DType dt = rc.dt;
+      const size_t d = rc.d, width = rc.width;
       DEVICE_CONTEXT(dev);
       INFO("dtype ", dtype_name(dt), " d ", d, " source width ", width);
       PagedKvCache a(8, 32, 2, d, dt, dev), b(8, 32, 2, d, dt, dev);
