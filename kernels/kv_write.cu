@@ -83,7 +83,9 @@ void kv_write(const KvWriteArgs& a, void* stream) {
     case 1: err = launch_programmatic(kv_write_kernel<uint8_t>, grid, dim3(kThreads), 0, st, a); break;
     case 2: err = launch_programmatic(kv_write_kernel<uint16_t>, grid, dim3(kThreads), 0, st, a); break;
     case 4: err = launch_programmatic(kv_write_kernel<uint32_t>, grid, dim3(kThreads), 0, st, a); break;
-    default: err = launch_programmatic(kv_write_kernel<uint64_t>, grid, dim3(kThreads), 0, st, a); break;  // 8: every dtype is 1-8 bytes
+    default:  // 8: every dtype is 1-8 bytes
+      err = launch_programmatic(kv_write_kernel<uint64_t>, grid, dim3(kThreads), 0, st, a);
+      break;
   }
   WICK_CUDA_CHECK(err);
 }

@@ -294,7 +294,8 @@ void launch(const FlashFwdParams& p, cudaStream_t st) {
     WICK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     if (dev < 64) attribute_set[dev] = true;
   }
-  WICK_CUDA_CHECK(launch_programmatic(kernel, dim3(static_cast<unsigned>(ctas)), dim3(kThreads), kSmem, st, p, m_blocks));
+  WICK_CUDA_CHECK(
+      launch_programmatic(kernel, dim3(static_cast<unsigned>(ctas)), dim3(kThreads), kSmem, st, p, m_blocks));
 }
 
 }  // namespace
@@ -319,7 +320,8 @@ bool available() {
 
 bool covers(const FlashFwdParams& p) {
   return p.head_size == kD && (p.block_table == nullptr || p.page_block_size % 32 == 0) &&
-         p.alibi_slopes == nullptr && !(p.softcap > 0.f) && p.softmax_scale > 0.f && p.mm_prefix_ranges == nullptr && p.num_splits <= 1 &&
+         p.alibi_slopes == nullptr && !(p.softcap > 0.f) && p.softmax_scale > 0.f &&
+         p.mm_prefix_ranges == nullptr && p.num_splits <= 1 &&
          (p.dtype == FlashDType::BF16 || WICK_FLASH_WANT_F16) &&
          static_cast<int64_t>((p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q) + kBlockM - 1) / kBlockM * p.batch *
                  p.num_heads <= 0x7fffffff;

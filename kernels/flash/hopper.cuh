@@ -15,9 +15,9 @@
 // to the registers the batch uses (A, and D); wgmma_commit() closes the batch;
 // wgmma_wait<n>() returns when at most n batches are still running, and only then may D be
 // read or A, D and the shared-memory operands be changed; fence_operands() after the wait
-// keeps the compiler from moving accesses of D above it. Shared memory written by ordinary stores or cp.async must be made visible to the
-// tensor cores' (async) proxy with fence_proxy_async() by the writing threads, before the
-// barrier that publishes it.
+// keeps the compiler from moving accesses of D above it. Shared memory written by ordinary
+// stores or cp.async must be made visible to the tensor cores' (async) proxy with
+// fence_proxy_async() by the writing threads, before the barrier that publishes it.
 //
 // Shared-memory tiles use the 128-byte swizzle: a panel holds 64 16-bit elements per row
 // (128 bytes), rows back to back; 16-byte chunk c of row r sits at chunk c ^ (r % 8). Panels
