@@ -217,6 +217,7 @@ double run_prefill(const std::string& name, const Prefill& w) {
   if (w.varlen) {
     p.cu_seqlens_q = p.cu_seqlens_k = static_cast<const uint32_t*>(cu_d.p);
     p.max_seqlen_q = p.max_seqlen_k = max_len;
+    if (w.page == 0) p.kv_rows = T;
   } else {
     p.seqlen_q = p.seqlen_k = p.max_seqlen_q = p.max_seqlen_k = max_len;
     p.q_batch_stride = p.o_batch_stride = int64_t(max_len) * p.q_row_stride;

@@ -156,6 +156,9 @@ namespace detail {
 void throw_cuda_error(int code, const char* expr, const char* file, int line) {
 #ifdef WICK_WITH_CUDA
   const char* what = cudaGetErrorString(static_cast<cudaError_t>(code));
+  // A failed launch also leaves its error as the runtime's last error; clear it, so that a
+  // later, unrelated check does not raise it again (sticky errors stay whatever is done).
+  (void)cudaGetLastError();
 #else
   const char* what = "CUDA error";
 #endif

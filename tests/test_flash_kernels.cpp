@@ -339,6 +339,7 @@ void Harness::build() {
     upload(*cuk_d_, cu_k_);
     p.cu_seqlens_q = cuq_d_->as<uint32_t>();
     p.cu_seqlens_k = cuk_d_->as<uint32_t>();
+    if (c.page == 0) p.kv_rows = total_k_;
   } else {
     p.seqlen_q = max_sq_;
     p.seqlen_k = max_sk_;

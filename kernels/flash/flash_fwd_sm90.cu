@@ -11,6 +11,16 @@
 // splits the keys: a call with few query tiles and very long keys runs one CTA per (tile,
 // head, sequence).
 //
+// Two kernels share the steps below (device functions of this file) and differ in how K/V
+// tiles reach shared memory:
+//   fwd_kernel_tma  unpaged K/V: a producer warp asks the tensor memory accelerator for each
+//                   tile (four bulk copies) and mbarriers hand stages between it and the two
+//                   consumer warpgroups, which take turns issuing their products, so one
+//                   warpgroup's softmax runs while the other's products do.
+//   fwd_kernel      paged K/V (and unpaged calls the copy engine cannot describe, or with
+//                   WICK_FLASH_SM90_TMA=0): every thread issues cp.async copies, one block
+//                   barrier per tile.
+//
 // Steps, mapped to the CPU algorithm (ops/attention/cpu.cpp):
 //   0. CTA = (query tile of 128 rows, head, sequence); two warpgroups of 4 warps, each owning
 //      64 rows. The keys any row of the tile can see are found up front (contract.h), so
@@ -37,6 +47,7 @@
 #include "kernels/flash/flash_instances.h"
 #include "kernels/flash/flash_mma.cuh"
 #include "kernels/flash/hopper.cuh"
+#include "kernels/flash/tma_map.h"
 #include "tensor/cuda_check.h"
 
 namespace wick::kernels::flash::sm90 {
@@ -85,8 +96,151 @@ __device__ __forceinline__ void load_swizzled(uint32_t dst, const Elem* rows, in
   }
 }
 
-// kPaged: K/V through p.block_table (a separate instance, so the unpaged loads keep their
-// registers and schedule).
+// 0. The CTA's work: (query tile, head, sequence), heads fastest, then sequences, then query
+//    tiles from the last (under a causal mask the longest) to the first, so long CTAs start
+//    first; and the key tiles [nb_lo, nb_hi) any of its rows can see (contract.h), so wholly
+//    masked key tiles are never loaded.
+struct TileWork {
+  int h, b, hk, r0, r_end, off, nb_lo, nb_hi;
+  SeqBounds sb;
+  Range<int> unmasked;  // keys every row of the tile sees: tiles inside need no mask
+};
+__device__ __forceinline__ bool find_tile(const FlashFwdParams& p, int m_blocks, TileWork& w) {
+  w.h = static_cast<int>(blockIdx.x % p.num_heads);
+  const int rest = static_cast<int>(blockIdx.x / p.num_heads);
+  w.b = rest % p.batch;
+  w.sb = seq_bounds(p, w.b);
+  w.r0 = (m_blocks - 1 - rest / p.batch) * kBlockM;
+  if (w.r0 >= w.sb.sq) return false;
+  w.r_end = min(w.sb.sq, w.r0 + kBlockM);
+  w.hk = kv_head(p, w.h);
+  w.off = static_cast<int>(key_position(w.sb, 0));
+  const int pos_first = w.r0 + w.off, pos_last = w.r_end - 1 + w.off;
+  const Range<int> tile_keys = visible_keys_of_rows<int>(p, w.b, pos_first, pos_last, w.sb.sk);
+  w.unmasked = window_keys_of_all_rows<int>(p, pos_first, pos_last, w.sb.sk);
+  w.nb_lo = tile_keys.begin / kBlockN;
+  w.nb_hi = tile_keys.end > tile_keys.begin ? (tile_keys.end + kBlockN - 1) / kBlockN : w.nb_lo;
+  return true;
+}
+
+// The rows and columns a consumer thread owns: rows row_lo and row_lo + 8 of the tile's
+// sequence; columns 8 j + 2 t + c (j < 16, c = 0, 1) of a key tile, accumulator element
+// 4 j + 2 i + c for row row_lo + 8 i.
+struct Fragment {
+  int row_lo, t;
+};
+
+// a. S = Q K^T for this warpgroup's 64 rows (q_wg: its rows of the swizzled Q tile), issued
+//    and committed; the caller waits.
+template <class Elem>
+__device__ __forceinline__ void issue_qk(float (&s)[64], uint32_t q_wg, uint32_t k_s) {
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < kD / 16; ++ks) {
+    const uint32_t panel = (ks / 4), step = (ks % 4) * 32;
+    wgmma_m64n128k16_ss<Elem>(s, make_desc(q_wg + panel * (kBlockM * 128) + step, 16, 1024),
+                              make_desc(k_s + panel * (kBlockN * 128) + step, 16, 1024), ks > 0);
+  }
+  wgmma_commit();
+}
+
+// Masks (causal, sliding window, keys past sk) on the tiles that need them: each row's
+// visible keys are one interval.
+__device__ __forceinline__ void mask_tile(float (&s)[64], const FlashFwdParams& p, const TileWork& w,
+                                          const Fragment& f, int nb) {
+  const int t_tile = nb * kBlockN;
+  if (t_tile >= w.unmasked.begin && t_tile + kBlockN <= w.unmasked.end) return;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = min(f.row_lo + 8 * i, w.sb.sq - 1);
+    const Range<int> window = window_keys<int>(p, r + w.off, w.sb.sk);
+    const int lo = window.begin - t_tile - 2 * f.t, hi = window.end - t_tile - 2 * f.t;
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int dt = 8 * j + c;
+        if (dt < lo || dt >= hi) s[4 * j + 2 * i + c] = -INFINITY;
+      }
+  }
+}
+
+// b, c. Online softmax on this thread's two rows: running max, P = exp2(S * sc - m * sc) in
+// place of S, row sums, O rescaled by the correction.
+__device__ __forceinline__ void online_softmax(float (&s)[64], float (&o)[64], float (&m_run)[2], float (&l_run)[2],
+                                               float sc) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * i], s[4 * j + 2 * i + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_new = fmaxf(m_run[i], mx);
+    const float ms = m_new == -INFINITY ? 0.f : m_new * sc;
+    const float corr = m_run[i] == -INFINITY ? 0.f : fast_exp2(m_run[i] * sc - ms);
+    m_run[i] = m_new;
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const float pe = fast_exp2(fmaf(s[4 * j + 2 * i + c], sc, -ms));
+        s[4 * j + 2 * i + c] = pe;
+        sum += pe;
+      }
+    l_run[i] = l_run[i] * corr + sum;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) o[4 * j + 2 * i] *= corr, o[4 * j + 2 * i + 1] *= corr;
+  }
+}
+
+// d. O += P V: k step kk covers keys 16 kk .. 16 kk + 15, the S columns of n-blocks 2 kk and
+//    2 kk + 1, re-packed as 16-bit A fragments; issued and committed, the caller waits.
+template <class Elem>
+__device__ __forceinline__ void issue_pv(float (&o)[64], const float (&s)[64], uint32_t v_s) {
+  uint32_t a[8][4];
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    a[kk][0] = pack2<Elem>(s[8 * kk + 0], s[8 * kk + 1]);
+    a[kk][1] = pack2<Elem>(s[8 * kk + 2], s[8 * kk + 3]);
+    a[kk][2] = pack2<Elem>(s[8 * kk + 4], s[8 * kk + 5]);
+    a[kk][3] = pack2<Elem>(s[8 * kk + 6], s[8 * kk + 7]);
+  }
+  fence_operands(o);  // the rescale of O and the packing of P stay above the fence
+  fence_operands(a);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk)
+    wgmma_m64n128k16_rs<Elem>(o, a[kk], make_desc(v_s + kk * 16 * 128, kBlockN * 128, 1024), 1);
+  wgmma_commit();
+}
+
+// 3. Epilogue from registers: O / l and lse = (m + log2 l) * ln2.
+template <class Elem>
+__device__ __forceinline__ void write_rows(const FlashFwdParams& p, const TileWork& w, const Fragment& f,
+                                           const float (&o)[64], const float (&m_run)[2], const float (&l_run)[2],
+                                           float sc) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float l = l_run[i];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int r = f.row_lo + 8 * i;
+    if (r >= w.r_end) continue;
+    const float inv = row_inv_sum(l);  // contract step 5: NaN stays NaN
+    Elem* dst = static_cast<Elem*>(p.out) + o_offset(p, w.b, w.sb, r, w.h) + 2 * f.t;
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+      *reinterpret_cast<uint32_t*>(dst + 8 * j) = pack2<Elem>(o[4 * j + 2 * i] * inv, o[4 * j + 2 * i + 1] * inv);
+    if (p.lse && f.t == 0)
+      p.lse[lse_offset(p, w.b, w.sb, r, w.h)] = row_saw_keys(l) ? (m_run[i] * sc + log2f(l)) * kLn2 : -INFINITY;
+  }
+}
+
+// The kernel that copies K/V with cp.async from every thread (one block barrier per tile):
+// paged K/V (kPaged, through p.block_table), and unpaged calls the copy engine cannot
+// describe. Separate instances, so the unpaged loads keep their registers and schedule.
 template <class Elem, bool kPaged>
 __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const FlashFwdParams p, int m_blocks) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -95,33 +249,21 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const FlashFwdParams p
     write_fault_outputs<Elem>(p, blockIdx.x, gridDim.x);
     return;
   }
-  // 0. which tile: heads fastest, then sequences, then query tiles from the last (under a
-  //    causal mask the longest) to the first, so long CTAs start first.
-  const int h = static_cast<int>(blockIdx.x % p.num_heads);
-  const int rest = static_cast<int>(blockIdx.x / p.num_heads);
-  const int b = rest % p.batch;
-  const int mtile = m_blocks - 1 - rest / p.batch;
-  const SeqBounds sb = seq_bounds(p, b);
-  const int r0 = mtile * kBlockM;
-  if (r0 >= sb.sq) return;
-  const int r_end = min(sb.sq, r0 + kBlockM);
-  const int hk = kv_head(p, h);
-  const int off = static_cast<int>(key_position(sb, 0));
-  const int pos_first = r0 + off, pos_last = r_end - 1 + off;
-  const Range<int> tile_keys = visible_keys_of_rows<int>(p, b, pos_first, pos_last, sb.sk);
-  const Range<int> unmasked = window_keys_of_all_rows<int>(p, pos_first, pos_last, sb.sk);
-  const int nb_lo = tile_keys.begin / kBlockN;
-  const int nb_hi = tile_keys.end > tile_keys.begin ? (tile_keys.end + kBlockN - 1) / kBlockN : nb_lo;
+  TileWork w;
+  if (!find_tile(p, m_blocks, w)) return;
+  const int b = w.b, nb_lo = w.nb_lo, nb_hi = w.nb_hi;
+  const SeqBounds& sb = w.sb;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int wg = warp / 4, w = warp % 4, g = lane / 4, t = lane % 4;
+  const int wg = warp / 4;
+  const Fragment f{w.r0 + 64 * wg + 16 * (warp % 4) + lane / 4, lane % 4};
   const uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;  // swizzled panels: 1024-byte aligned
   const uint32_t sQ = base, sK = base + kQBytes, sV = sK + kStages<kPaged> * kTileBytes;
 
   const Elem* gq = static_cast<const Elem*>(p.q);
-  const Elem* gk = static_cast<const Elem*>(p.k) + hk * p.k_head_stride;
-  const Elem* gv = static_cast<const Elem*>(p.v) + hk * p.v_head_stride;
-  const int64_t q0 = q_offset(p, b, sb, r0, h);
+  const Elem* gk = static_cast<const Elem*>(p.k) + w.hk * p.k_head_stride;
+  const Elem* gv = static_cast<const Elem*>(p.v) + w.hk * p.v_head_stride;
+  const int64_t q0 = q_offset(p, b, sb, w.r0, w.h);
   // Paged K/V: a 128-key tile is four 32-key quarters, each inside one page (pages are
   // multiples of 32 keys), so a quarter's rows are one block base plus the row stride. The
   // quarters' block ids go to one of two shared slots a tile ahead of their use (tile nb's
@@ -173,8 +315,8 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const FlashFwdParams p
     }
   };
 
-  // 1. Q, and the first key tile
-  load_swizzled(sQ, gq + q0, p.q_row_stride, r_end - r0, tid);
+  // 1. Q, and the first key tiles
+  load_swizzled(sQ, gq + q0, p.q_row_stride, w.r_end - w.r0, tid);
   if (nb_lo < nb_hi) load_kv(nb_lo, 0, false);
   prefetch_blocks(nb_lo + 1);
   cp_async_commit();
@@ -183,16 +325,12 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const FlashFwdParams p
     cp_async_commit();
   }
 
-  // This thread's rows: r0 + 64 wg + 16 w + g + 8 i (i = 0, 1); its columns of a tile:
-  // 8 j + 2 t + c (j < 16, c = 0, 1), accumulator element 4 j + 2 i + c.
   float o[64];
 #pragma unroll
   for (int e = 0; e < 64; ++e) o[e] = 0.f;
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
   const float sc = p.softmax_scale * kLog2e;
-  const int row_lo = r0 + 64 * wg + 16 * w + g;  // row of i = 0 (i = 1: + 8)
-  // Descriptors: this warpgroup's 64 Q rows start 64 * 128 bytes into each panel.
-  const uint32_t q_wg = sQ + wg * 64 * 128;
+  const uint32_t q_wg = sQ + wg * 64 * 128;  // this warpgroup's 64 Q rows in each panel
 
   // 2. the key loop
   for (int nb = nb_lo, it = 0; nb < nb_hi; ++nb, ++it) {
@@ -205,104 +343,187 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const FlashFwdParams p
     prefetch_blocks(nb + 2);  // into the slot of tile nb, whose copies every thread has issued
     cp_async_commit();
 
-    // a. S = Q K^T
     float s[64];
-    const uint32_t k_s = sK + stage * kTileBytes;
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) {
-      const uint32_t panel = (ks / 4), step = (ks % 4) * 32;
-      wgmma_m64n128k16_ss<Elem>(s, make_desc(q_wg + panel * (kBlockM * 128) + step, 16, 1024),
-                                make_desc(k_s + panel * (kBlockN * 128) + step, 16, 1024), ks > 0);
-    }
-    wgmma_commit();
+    issue_qk<Elem>(s, q_wg, sK + stage * kTileBytes);
     wgmma_wait<0>();
     fence_operands(s);
-
-    const int t_tile = nb * kBlockN;
-    if (t_tile < unmasked.begin || t_tile + kBlockN > unmasked.end) {
-      // causal / sliding window / keys past sk: each row's visible keys are one interval
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int r = min(row_lo + 8 * i, sb.sq - 1);
-        const Range<int> window = window_keys<int>(p, r + off, sb.sk);
-        const int lo = window.begin - t_tile - 2 * t, hi = window.end - t_tile - 2 * t;
-#pragma unroll
-        for (int j = 0; j < 16; ++j)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const int dt = 8 * j + c;
-            if (dt < lo || dt >= hi) s[4 * j + 2 * i + c] = -INFINITY;
-          }
-      }
-    }
-    // b, c. online softmax on this thread's two rows
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int j = 0; j < 16; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * i], s[4 * j + 2 * i + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m_run[i], mx);
-      const float ms = m_new == -INFINITY ? 0.f : m_new * sc;
-      const float corr = m_run[i] == -INFINITY ? 0.f : fast_exp2(m_run[i] * sc - ms);
-      m_run[i] = m_new;
-      float sum = 0.f;
-#pragma unroll
-      for (int j = 0; j < 16; ++j)
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const float pe = fast_exp2(fmaf(s[4 * j + 2 * i + c], sc, -ms));
-          s[4 * j + 2 * i + c] = pe;
-          sum += pe;
-        }
-      l_run[i] = l_run[i] * corr + sum;
-#pragma unroll
-      for (int j = 0; j < 16; ++j) o[4 * j + 2 * i] *= corr, o[4 * j + 2 * i + 1] *= corr;
-    }
-    // d. O += P V: k step kk covers keys 16 kk .. 16 kk + 15, the S columns of n-blocks
-    //    2 kk and 2 kk + 1
-    uint32_t a[8][4];
-#pragma unroll
-    for (int kk = 0; kk < 8; ++kk) {
-      a[kk][0] = pack2<Elem>(s[8 * kk + 0], s[8 * kk + 1]);
-      a[kk][1] = pack2<Elem>(s[8 * kk + 2], s[8 * kk + 3]);
-      a[kk][2] = pack2<Elem>(s[8 * kk + 4], s[8 * kk + 5]);
-      a[kk][3] = pack2<Elem>(s[8 * kk + 6], s[8 * kk + 7]);
-    }
-    const uint32_t v_s = sV + stage * kTileBytes;
-    fence_operands(o);  // the rescale of O and the packing of P stay above the fence
-    fence_operands(a);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 8; ++kk)
-      wgmma_m64n128k16_rs<Elem>(o, a[kk], make_desc(v_s + kk * 16 * 128, kBlockN * 128, 1024), 1);
-    wgmma_commit();
+    mask_tile(s, p, w, f, nb);
+    online_softmax(s, o, m_run, l_run, sc);
+    issue_pv<Elem>(o, s, sV + stage * kTileBytes);
     wgmma_wait<0>();
     fence_operands(o);
   }
   cp_async_wait<0>();  // no copy may still be landing when the CTA exits
-
-  // 3. epilogue from registers
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    float l = l_run[i];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const int r = row_lo + 8 * i;
-    if (r >= r_end) continue;
-    const float inv = row_inv_sum(l);  // contract step 5: NaN stays NaN
-    Elem* dst = static_cast<Elem*>(p.out) + o_offset(p, b, sb, r, h) + 2 * t;
-#pragma unroll
-    for (int j = 0; j < 16; ++j)
-      *reinterpret_cast<uint32_t*>(dst + 8 * j) = pack2<Elem>(o[4 * j + 2 * i] * inv, o[4 * j + 2 * i + 1] * inv);
-    if (p.lse && t == 0)
-      p.lse[lse_offset(p, b, sb, r, h)] = row_saw_keys(l) ? (m_run[i] * sc + log2f(l)) * kLn2 : -INFINITY;
-  }
+  write_rows<Elem>(p, w, f, o, m_run, l_run, sc);
 #else
   __trap();  // built for sm_90a only; any other target has no body
 #endif
+}
+
+// Zeroes 16 bytes of shared memory at `addr`.
+__device__ __forceinline__ void st_shared_zero16(uint32_t addr) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(addr), "r"(0) : "memory");
+}
+
+// The kernel for unpaged K/V with the copy engine: a producer warpgroup (warps 8-11, of
+// which warp 8 works; 24 registers per thread, so the consumers get 240: an SM sub-partition's
+// 16K registers hold one producer and two consumer warps) issues each K/V tile as four bulk
+// tensor copies (two 64-channel panels each, in the 128-byte swizzle)
+// into kStages<false> stages; "full" barriers say a stage has landed, "empty" barriers that
+// both warpgroups are done with it, so no block barrier ties the warpgroups to each other.
+// The two consumer warpgroups take turns issuing their products (named barriers 2 and 3):
+// while one waits for its products and computes its softmax, the other's products run.
+constexpr int kTmaThreads = kThreads + 128;
+template <class Elem>
+__global__ void __launch_bounds__(kTmaThreads, 1)
+    fwd_kernel_tma(const FlashFwdParams p, int m_blocks, const __grid_constant__ CUtensorMap map_k,
+                   const __grid_constant__ CUtensorMap map_v) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kS = kStages<false>;
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ __align__(8) uint64_t barriers[2 * kS + 1];  // full[kS], empty[kS], tail
+  if (call_faulted(p)) {
+    write_fault_outputs<Elem>(p, blockIdx.x, gridDim.x);
+    return;
+  }
+  TileWork w;
+  if (!find_tile(p, m_blocks, w)) return;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;  // swizzled panels: 1024-byte aligned
+  const uint32_t sQ = base, sK = base + kQBytes, sV = sK + kS * kTileBytes;
+  const uint32_t full0 = smem_addr(&barriers[0]), empty0 = smem_addr(&barriers[kS]);
+  const uint32_t tail = smem_addr(&barriers[2 * kS]);
+  if (tid == 0) {
+    for (int s = 0; s < kS; ++s) mbar_init(full0 + 8 * s, 1), mbar_init(empty0 + 8 * s, kThreads / 32);
+    mbar_init(tail, 1);
+    fence_barrier_init();
+  }
+  __syncthreads();
+  // Varlen K/V: the rows of a tile past sk are the next sequence's. Its K rows are masked, but
+  // its V rows meet P = 0, and 0 * inf is NaN, so the tile that straddles sk (the last one, at
+  // most one per CTA) has those V rows zeroed by the producer, which then arrives on `tail`.
+  const bool varlen = p.cu_seqlens_k != nullptr;
+  auto straddles_sk = [&](int nb) { return varlen && (nb + 1) * kBlockN > w.sb.sk; };
+
+  if (warp >= kThreads / 32) {  // the producer warpgroup
+    setmaxnreg_dec<24>();
+    if (warp != kThreads / 32) return;
+    const int c3 = varlen ? 0 : w.b;
+    for (int nb = w.nb_lo, it = 0; nb < w.nb_hi; ++nb, ++it) {
+      const int stage = it % kS;
+      if (it >= kS) mbar_wait(empty0 + 8 * stage, (it / kS - 1) & 1);
+      const uint32_t full = full0 + 8 * stage, dk = sK + stage * kTileBytes, dv = sV + stage * kTileBytes;
+      const int row = static_cast<int>(w.sb.k_start) + nb * kBlockN;
+      if (lane == 0) {
+        mbar_arrive_expect_tx(full, 2 * kTileBytes);
+#pragma unroll
+        for (int panel = 0; panel < kD / 64; ++panel) {
+          tma_load_4d(dk + panel * kBlockN * 128, &map_k, full, panel * 64, row, w.hk, c3);
+          tma_load_4d(dv + panel * kBlockN * 128, &map_v, full, panel * 64, row, w.hk, c3);
+        }
+      }
+      if (straddles_sk(nb)) {
+        mbar_wait(full, (it / kS) & 1);
+        const int first = w.sb.sk - nb * kBlockN;  // rows first..127 go (the swizzle keeps a row's chunks in the row)
+        for (int c = first * (kD / 8) + lane; c < kBlockN * (kD / 8); c += 32) {
+          const int r = c / (kD / 8), chunk = c % (kD / 8);
+          st_shared_zero16(dv + (chunk / 8) * kBlockN * 128 + r * 128 + (chunk % 8) * 16);
+        }
+        fence_proxy_async();  // the zeros, to the tensor cores' view
+        __syncwarp();
+        if (lane == 0) mbar_arrive(tail);
+      }
+    }
+    return;
+  }
+
+  setmaxnreg_inc<240>();
+  // 1. Q by the consumer threads (cp.async), published among them by named barrier 1.
+  const int wg = warp / 4;
+  const Fragment f{w.r0 + 64 * wg + 16 * (warp % 4) + lane / 4, lane % 4};
+  const Elem* gq = static_cast<const Elem*>(p.q);
+  load_swizzled(sQ, gq + q_offset(p, w.b, w.sb, w.r0, w.h), p.q_row_stride, w.r_end - w.r0, tid);
+  cp_async_commit();
+  cp_async_wait<0>();
+  fence_proxy_async();
+  bar_sync(1, kThreads);
+
+  float o[64];
+#pragma unroll
+  for (int e = 0; e < 64; ++e) o[e] = 0.f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+  const float sc = p.softmax_scale * kLog2e;
+  const uint32_t q_wg = sQ + wg * 64 * 128;
+  // Turns: warpgroup g issues its products after bar_sync(2 + g) and hands the turn over
+  // with bar_arrive(3 - g); warpgroup 0 goes first (warpgroup 1's arrival before the loop)
+  // and takes the last hand-over after it, so every barrier sees matched arrivals.
+  const int my_turn = 2 + wg, other_turn = 3 - wg;
+  if (wg == 1) bar_arrive(2, kThreads);
+
+  // 2. the key loop
+  for (int nb = w.nb_lo, it = 0; nb < w.nb_hi; ++nb, ++it) {
+    const int stage = it % kS;
+    mbar_wait(full0 + 8 * stage, (it / kS) & 1);
+    if (straddles_sk(nb)) mbar_wait(tail, 0);
+    float s[64];
+    bar_sync(my_turn, kThreads);
+    issue_qk<Elem>(s, q_wg, sK + stage * kTileBytes);
+    bar_arrive(other_turn, kThreads);
+    wgmma_wait<0>();
+    fence_operands(s);
+    mask_tile(s, p, w, f, nb);
+    online_softmax(s, o, m_run, l_run, sc);
+    bar_sync(my_turn, kThreads);
+    issue_pv<Elem>(o, s, sV + stage * kTileBytes);
+    bar_arrive(other_turn, kThreads);
+    wgmma_wait<0>();
+    fence_operands(o);
+    if (lane == 0) mbar_arrive(empty0 + 8 * stage);  // this warp is done with the stage
+  }
+  if (wg == 0) bar_sync(2, kThreads);
+  write_rows<Elem>(p, w, f, o, m_run, l_run, sc);
+#else
+  __trap();  // built for sm_90a only; any other target has no body
+#endif
+}
+
+// The copy engine's descriptions of K and V for a call (unpaged, rows below 2^31): 4-d
+// (channels, rows, heads, sequences), boxes of 64 channels x 128 rows. Varlen K/V are one
+// sequence of p.kv_rows rows; batched K/V have seqlen_k rows per sequence, so rows past a
+// sequence's keys read as zeros. False when a call cannot be described.
+bool make_kv_maps(const FlashFwdParams& p, CUtensorMap& map_k, CUtensorMap& map_v) {
+  if (p.block_table) return false;
+  const bool varlen = p.cu_seqlens_k != nullptr;
+  const int64_t rows = varlen ? p.kv_rows : p.seqlen_k;
+  if (rows <= 0 || rows >= (int64_t{1} << 31) - kBlockN) return false;
+  const uint32_t box[4] = {64, kBlockN, 1, 1};
+  auto one = [&](CUtensorMap& map, const void* ptr, int64_t row, int64_t head, int64_t batch) {
+    const uint64_t dims[4] = {kD, static_cast<uint64_t>(rows), static_cast<uint64_t>(p.num_heads_k),
+                              varlen ? 1u : static_cast<uint64_t>(p.batch)};
+    const uint64_t strides[3] = {static_cast<uint64_t>(row) * 2, static_cast<uint64_t>(head) * 2,
+                                 static_cast<uint64_t>(varlen ? row : batch) * 2};
+    return row > 0 && head > 0 && batch >= 0 && (varlen || batch > 0) && encode_map_4d(map, ptr, dims, strides, box);
+  };
+  return one(map_k, p.k, p.k_row_stride, p.k_head_stride, p.k_batch_stride) &&
+         one(map_v, p.v, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
+}
+
+bool use_tma() {
+  static const bool on = [] {
+    const char* v = std::getenv("WICK_FLASH_SM90_TMA");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
+}
+
+template <class Kernel>
+void set_smem_once(Kernel kernel, int bytes, bool (&done)[64]) {
+  int dev = 0;
+  WICK_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev >= 64 || !done[dev]) {
+    WICK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    if (dev < 64) done[dev] = true;
+  }
 }
 
 template <class Elem, bool kPaged>
@@ -311,16 +532,21 @@ void launch(const FlashFwdParams& p, cudaStream_t st) {
   const int m_blocks = (max_sq + kBlockM - 1) / kBlockM;
   const int64_t ctas = static_cast<int64_t>(m_blocks) * p.batch * p.num_heads;
   if (ctas <= 0) return;
-  auto kernel = fwd_kernel<Elem, kPaged>;
-  static bool attribute_set[64] = {};
-  int dev = 0;
-  WICK_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev >= 64 || !attribute_set[dev]) {
-    WICK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem<kPaged>));
-    if (dev < 64) attribute_set[dev] = true;
+  const dim3 grid(static_cast<unsigned>(ctas));
+  if constexpr (!kPaged) {
+    CUtensorMap map_k, map_v;
+    if (use_tma() && make_kv_maps(p, map_k, map_v)) {
+      auto kernel = fwd_kernel_tma<Elem>;
+      static bool smem_set[64] = {};
+      set_smem_once(kernel, kSmem<false>, smem_set);
+      WICK_CUDA_CHECK(launch_programmatic(kernel, grid, dim3(kTmaThreads), kSmem<false>, st, p, m_blocks, map_k, map_v));
+      return;
+    }
   }
-  WICK_CUDA_CHECK(
-      launch_programmatic(kernel, dim3(static_cast<unsigned>(ctas)), dim3(kThreads), kSmem<kPaged>, st, p, m_blocks));
+  auto kernel = fwd_kernel<Elem, kPaged>;
+  static bool smem_set[64] = {};
+  set_smem_once(kernel, kSmem<kPaged>, smem_set);
+  WICK_CUDA_CHECK(launch_programmatic(kernel, grid, dim3(kThreads), kSmem<kPaged>, st, p, m_blocks));
 }
 
 }  // namespace

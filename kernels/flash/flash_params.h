@@ -30,6 +30,9 @@ struct FlashFwdParams {
   int seqlen_q = 0, seqlen_k = 0;          // batched op: every sequence's length
   int max_seqlen_q = 0, max_seqlen_k = 0;  // upper bounds (checked by the plan)
   int64_t total_q = 0;                     // rows of q (varlen) or batch * seqlen_q
+  // Rows of k and of v (varlen, not paged): how far bulk copies of K/V tiles may read. 0 =
+  // not given: kernels that need it are not used.
+  int64_t kv_rows = 0;
   int num_heads = 0, num_heads_k = 0, head_size = 0;
 
   // Paged K/V (null block_table = not paged). Entries are in [0, num_blocks): the plan

@@ -74,6 +74,79 @@ __device__ __forceinline__ void fence_operands(uint32_t (&a)[M][N]) {
 // after its wait) before later async-proxy reads (wgmma operands).
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
+// Memory barriers in shared memory (mbarrier): a 64-bit object that counts arrivals, and
+// bytes of asynchronous copies, for one phase at a time. A phase completes when `count`
+// threads have arrived and every byte announced with arrive_expect_tx has landed; the
+// barrier then starts the next phase (phases alternate parity 0, 1, 0, ...). Ordering: a
+// thread that waits for a phase sees every write made before the arrivals of that phase,
+// and the bytes the tensor memory accelerator wrote for it.
+// Initialises the barrier at shared address `bar` for `count` arrivals per phase. One
+// thread initialises; fence_barrier_init() and a block barrier publish it before use.
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// Makes initialised barriers visible to the asynchronous proxy (the copy engine).
+__device__ __forceinline__ void fence_barrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+// One arrival on the current phase.
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// One arrival that also announces `bytes` more bytes to land in the current phase.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// Returns once the phase of parity `parity` has completed.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, int parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nwait_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait_%=;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
+// Tensor memory accelerator: one thread asks the copy engine to move a box of a tensor
+// (described by a CUtensorMap made on the host, passed as a __grid_constant__ kernel
+// parameter) from global to shared memory at `dst`, at element coordinates c0..c3
+// (innermost first); coordinates past the tensor's extent read as zeros. The copy writes in
+// the map's swizzle and completes on barrier `bar` (count its bytes with
+// mbar_arrive_expect_tx); threads that wait for that phase may then read `dst`, also through
+// wgmma, with no further fence.
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* map, uint32_t bar, int c0, int c1, int c2,
+                                            int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6];\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
+
+// Named barriers 1..15 for a subset of the block: bar_sync waits until `threads` threads
+// (a multiple of 32) have reached barrier `id`, through bar_sync or bar_arrive; bar_arrive
+// counts the calling warp without waiting. Id 0 is __syncthreads'.
+__device__ __forceinline__ void bar_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Register budget per warpgroup (setmaxnreg): a block launches with the same registers per
+// thread everywhere (from __launch_bounds__); a warpgroup that needs few hands some back with
+// setmaxnreg_dec<N>() and one that needs many takes them with setmaxnreg_inc<N>() (which waits
+// until the block's pool has them). Every warp of the warpgroup executes the same call, N is a
+// multiple of 8 in 24..256, and the warpgroups' totals must fit what the block launched with.
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
 // The 64 accumulator operands of an m64n128 wgmma.
 #define WICK_WGMMA_D64 \
   "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \

@@ -447,6 +447,7 @@ AttnPlan plan_varlen(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k
   } else {
     p.k_batch_stride = 0, p.k_row_stride = ks[0], p.k_head_stride = ks[1];
     p.v_batch_stride = 0, p.v_row_stride = vs[0], p.v_head_stride = vs[1];
+    p.kv_rows = static_cast<int64_t>(total_k);
   }
   plan.seqlens_q = op.seqlens_q;
   plan.seqlens_k = op.seqlens_k;
