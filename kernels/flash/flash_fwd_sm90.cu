@@ -166,9 +166,9 @@ __device__ __forceinline__ void mask_tile(float (&s)[64], const FlashFwdParams& 
 }
 
 // b, c. Online softmax on this thread's two rows: running max, P = exp2(S * sc - m * sc) in
-// place of S, row sums, O rescaled by the correction.
-__device__ __forceinline__ void online_softmax(float (&s)[64], float (&o)[64], float (&m_run)[2], float (&l_run)[2],
-                                               float sc) {
+// place of S, row sums; corr[i] is the factor O's row must be rescaled by (rescale_o).
+__device__ __forceinline__ void online_softmax(float (&s)[64], float (&m_run)[2], float (&l_run)[2], float sc,
+                                               float (&corr)[2]) {
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     float mx = -INFINITY;
@@ -178,7 +178,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[64], float (&o)[64], f
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     const float m_new = fmaxf(m_run[i], mx);
     const float ms = m_new == -INFINITY ? 0.f : m_new * sc;
-    const float corr = m_run[i] == -INFINITY ? 0.f : fast_exp2(m_run[i] * sc - ms);
+    corr[i] = m_run[i] == -INFINITY ? 0.f : fast_exp2(m_run[i] * sc - ms);
     m_run[i] = m_new;
     float sum = 0.f;
 #pragma unroll
@@ -189,17 +189,21 @@ __device__ __forceinline__ void online_softmax(float (&s)[64], float (&o)[64], f
         s[4 * j + 2 * i + c] = pe;
         sum += pe;
       }
-    l_run[i] = l_run[i] * corr + sum;
-#pragma unroll
-    for (int j = 0; j < 16; ++j) o[4 * j + 2 * i] *= corr, o[4 * j + 2 * i + 1] *= corr;
+    l_run[i] = l_run[i] * corr[i] + sum;
   }
+}
+__device__ __forceinline__ void rescale_o(float (&o)[64], const float (&corr)[2]) {
+#pragma unroll
+  for (int j = 0; j < 16; ++j)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) o[4 * j + 2 * i] *= corr[i], o[4 * j + 2 * i + 1] *= corr[i];
 }
 
 // d. O += P V: k step kk covers keys 16 kk .. 16 kk + 15, the S columns of n-blocks 2 kk and
-//    2 kk + 1, re-packed as 16-bit A fragments; issued and committed, the caller waits.
+//    2 kk + 1, re-packed as 16-bit A fragments (pack_p); issue_pv issues and commits, the
+//    caller waits, and keeps `a` unchanged until then (fence_operands(a) after the wait).
 template <class Elem>
-__device__ __forceinline__ void issue_pv(float (&o)[64], const float (&s)[64], uint32_t v_s) {
-  uint32_t a[8][4];
+__device__ __forceinline__ void pack_p(const float (&s)[64], uint32_t (&a)[8][4]) {
 #pragma unroll
   for (int kk = 0; kk < 8; ++kk) {
     a[kk][0] = pack2<Elem>(s[8 * kk + 0], s[8 * kk + 1]);
@@ -207,6 +211,9 @@ __device__ __forceinline__ void issue_pv(float (&o)[64], const float (&s)[64], u
     a[kk][2] = pack2<Elem>(s[8 * kk + 4], s[8 * kk + 5]);
     a[kk][3] = pack2<Elem>(s[8 * kk + 6], s[8 * kk + 7]);
   }
+}
+template <class Elem>
+__device__ __forceinline__ void issue_pv(float (&o)[64], uint32_t (&a)[8][4], uint32_t v_s) {
   fence_operands(o);  // the rescale of O and the packing of P stay above the fence
   fence_operands(a);
   wgmma_fence();
@@ -348,10 +355,15 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const FlashFwdParams p
     wgmma_wait<0>();
     fence_operands(s);
     mask_tile(s, p, w, f, nb);
-    online_softmax(s, o, m_run, l_run, sc);
-    issue_pv<Elem>(o, s, sV + stage * kTileBytes);
+    float corr[2];
+    online_softmax(s, m_run, l_run, sc, corr);
+    rescale_o(o, corr);
+    uint32_t a[8][4];
+    pack_p<Elem>(s, a);
+    issue_pv<Elem>(o, a, sV + stage * kTileBytes);
     wgmma_wait<0>();
     fence_operands(o);
+    fence_operands(a);
   }
   cp_async_wait<0>();  // no copy may still be landing when the CTA exits
   write_rows<Elem>(p, w, f, o, m_run, l_run, sc);
@@ -374,7 +386,7 @@ __device__ __forceinline__ void st_shared_zero16(uint32_t addr) {
 // The two consumer warpgroups take turns issuing their products (named barriers 2 and 3):
 // while one waits for its products and computes its softmax, the other's products run.
 constexpr int kTmaThreads = kThreads + 128;
-template <class Elem>
+template <class Elem, bool kOverlap>
 __global__ void __launch_bounds__(kTmaThreads, 1)
     fwd_kernel_tma(const FlashFwdParams p, int m_blocks, const __grid_constant__ CUtensorMap map_k,
                    const __grid_constant__ CUtensorMap map_v) {
@@ -460,25 +472,81 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
   const int my_turn = 2 + wg, other_turn = 3 - wg;
   if (wg == 1) bar_arrive(2, kThreads);
 
-  // 2. the key loop
-  for (int nb = w.nb_lo, it = 0; nb < w.nb_hi; ++nb, ++it) {
-    const int stage = it % kS;
-    mbar_wait(full0 + 8 * stage, (it / kS) & 1);
+  // 2. the key loop. kOverlap: S of tile j is issued together with O += P V of tile j - 1,
+  //    and the softmax of tile j runs while that product does (O is rescaled after it).
+  auto wait_tile = [&](int nb, int it) {
+    mbar_wait(full0 + 8 * (it % kS), (it / kS) & 1);
     if (straddles_sk(nb)) mbar_wait(tail, 0);
-    float s[64];
+  };
+  auto release = [&](int it) {
+    if (lane == 0) mbar_arrive(empty0 + 8 * (it % kS));  // this warp is done with the stage
+  };
+  if constexpr (!kOverlap) {
+    for (int nb = w.nb_lo, it = 0; nb < w.nb_hi; ++nb, ++it) {
+      const int stage = it % kS;
+      wait_tile(nb, it);
+      float s[64];
+      bar_sync(my_turn, kThreads);
+      issue_qk<Elem>(s, q_wg, sK + stage * kTileBytes);
+      bar_arrive(other_turn, kThreads);
+      wgmma_wait<0>();
+      fence_operands(s);
+      mask_tile(s, p, w, f, nb);
+      float corr[2];
+      online_softmax(s, m_run, l_run, sc, corr);
+      rescale_o(o, corr);
+      uint32_t a[8][4];
+      pack_p<Elem>(s, a);
+      bar_sync(my_turn, kThreads);
+      issue_pv<Elem>(o, a, sV + stage * kTileBytes);
+      bar_arrive(other_turn, kThreads);
+      wgmma_wait<0>();
+      fence_operands(o);
+      fence_operands(a);
+      release(it);
+    }
+  } else if (w.nb_lo < w.nb_hi) {
+    uint32_t a[8][4];  // P of the previous tile
+    {
+      wait_tile(w.nb_lo, 0);
+      float s[64];
+      bar_sync(my_turn, kThreads);
+      issue_qk<Elem>(s, q_wg, sK);
+      bar_arrive(other_turn, kThreads);
+      wgmma_wait<0>();
+      fence_operands(s);
+      mask_tile(s, p, w, f, w.nb_lo);
+      float corr[2];
+      online_softmax(s, m_run, l_run, sc, corr);  // O is still zero: no rescale
+      pack_p<Elem>(s, a);
+    }
+    int it = 1;
+    for (int nb = w.nb_lo + 1; nb < w.nb_hi; ++nb, ++it) {
+      wait_tile(nb, it);
+      float s[64];
+      bar_sync(my_turn, kThreads);
+      issue_qk<Elem>(s, q_wg, sK + (it % kS) * kTileBytes);
+      issue_pv<Elem>(o, a, sV + ((it - 1) % kS) * kTileBytes);
+      bar_arrive(other_turn, kThreads);
+      wgmma_wait<1>();  // S of tile nb
+      fence_operands(s);
+      mask_tile(s, p, w, f, nb);
+      float corr[2];
+      online_softmax(s, m_run, l_run, sc, corr);
+      wgmma_wait<0>();  // O += P V of tile nb - 1
+      fence_operands(o);
+      fence_operands(a);
+      release(it - 1);
+      rescale_o(o, corr);
+      pack_p<Elem>(s, a);
+    }
     bar_sync(my_turn, kThreads);
-    issue_qk<Elem>(s, q_wg, sK + stage * kTileBytes);
-    bar_arrive(other_turn, kThreads);
-    wgmma_wait<0>();
-    fence_operands(s);
-    mask_tile(s, p, w, f, nb);
-    online_softmax(s, o, m_run, l_run, sc);
-    bar_sync(my_turn, kThreads);
-    issue_pv<Elem>(o, s, sV + stage * kTileBytes);
+    issue_pv<Elem>(o, a, sV + ((it - 1) % kS) * kTileBytes);
     bar_arrive(other_turn, kThreads);
     wgmma_wait<0>();
     fence_operands(o);
-    if (lane == 0) mbar_arrive(empty0 + 8 * stage);  // this warp is done with the stage
+    fence_operands(a);
+    release(it - 1);
   }
   if (wg == 0) bar_sync(2, kThreads);
   write_rows<Elem>(p, w, f, o, m_run, l_run, sc);
@@ -508,12 +576,14 @@ bool make_kv_maps(const FlashFwdParams& p, CUtensorMap& map_k, CUtensorMap& map_
          one(map_v, p.v, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
 }
 
-bool use_tma() {
-  static const bool on = [] {
+// WICK_FLASH_SM90_TMA: 0 = the cp.async kernel for every call, 1 = the copy-engine kernel
+// without the overlap inside a warpgroup, 2 (the default) = with it.
+int tma_mode() {
+  static const int mode = [] {
     const char* v = std::getenv("WICK_FLASH_SM90_TMA");
-    return !(v && std::strcmp(v, "0") == 0);
+    return v && (std::strcmp(v, "0") == 0 || std::strcmp(v, "1") == 0) ? v[0] - '0' : 2;
   }();
-  return on;
+  return mode;
 }
 
 template <class Kernel>
@@ -535,11 +605,12 @@ void launch(const FlashFwdParams& p, cudaStream_t st) {
   const dim3 grid(static_cast<unsigned>(ctas));
   if constexpr (!kPaged) {
     CUtensorMap map_k, map_v;
-    if (use_tma() && make_kv_maps(p, map_k, map_v)) {
-      auto kernel = fwd_kernel_tma<Elem>;
-      static bool smem_set[64] = {};
-      set_smem_once(kernel, kSmem<false>, smem_set);
-      WICK_CUDA_CHECK(launch_programmatic(kernel, grid, dim3(kTmaThreads), kSmem<false>, st, p, m_blocks, map_k, map_v));
+    if (tma_mode() > 0 && make_kv_maps(p, map_k, map_v)) {
+      auto kernel = tma_mode() == 2 ? fwd_kernel_tma<Elem, true> : fwd_kernel_tma<Elem, false>;
+      static bool smem_set[2][64] = {};
+      set_smem_once(kernel, kSmem<false>, smem_set[tma_mode() - 1]);
+      WICK_CUDA_CHECK(
+          launch_programmatic(kernel, grid, dim3(kTmaThreads), kSmem<false>, st, p, m_blocks, map_k, map_v));
       return;
     }
   }
