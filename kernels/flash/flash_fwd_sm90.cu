@@ -377,16 +377,18 @@ __device__ __forceinline__ void st_shared_zero16(uint32_t addr) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(addr), "r"(0) : "memory");
 }
 
-// The kernel for unpaged K/V with the copy engine: a producer warpgroup (warps 8-11, of
-// which warp 8 works; 24 registers per thread, so the consumers get 240: an SM sub-partition's
-// 16K registers hold one producer and two consumer warps) issues each K/V tile as four bulk
-// tensor copies (two 64-channel panels each, in the 128-byte swizzle)
-// into kStages<false> stages; "full" barriers say a stage has landed, "empty" barriers that
-// both warpgroups are done with it, so no block barrier ties the warpgroups to each other.
-// The two consumer warpgroups take turns issuing their products (named barriers 2 and 3):
-// while one waits for its products and computes its softmax, the other's products run.
+// The kernel with the copy engine: a producer warpgroup (warps 8-11, of which warp 8 works;
+// 24 registers per thread, so the consumers get 240: an SM sub-partition's 16K registers
+// hold one producer and two consumer warps) issues each K/V tile as bulk tensor copies in the
+// 128-byte swizzle, into kStages<false> stages: unpaged, one copy per 64-channel panel of K
+// and of V; paged (kPaged), one per panel and 32-key quarter, each quarter from the block its
+// page names in the table (pages are multiples of 32 keys). "Full" barriers say a stage has
+// landed, "empty" barriers that both consumer warpgroups are done with it, so no block barrier
+// ties the warpgroups to each other. The consumers take turns issuing their products (named
+// barriers 2 and 3), and each issues S of tile j together with O += P V of tile j - 1, so its
+// softmax of tile j runs while its own and the other warpgroup's products do.
 constexpr int kTmaThreads = kThreads + 128;
-template <class Elem, bool kOverlap>
+template <class Elem, bool kPaged>
 __global__ void __launch_bounds__(kTmaThreads, 1)
     fwd_kernel_tma(const FlashFwdParams p, int m_blocks, const __grid_constant__ CUtensorMap map_k,
                    const __grid_constant__ CUtensorMap map_v) {
@@ -411,32 +413,50 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     fence_barrier_init();
   }
   __syncthreads();
-  // Varlen K/V: the rows of a tile past sk are the next sequence's. Its K rows are masked, but
-  // its V rows meet P = 0, and 0 * inf is NaN, so the tile that straddles sk (the last one, at
-  // most one per CTA) has those V rows zeroed by the producer, which then arrives on `tail`.
-  const bool varlen = p.cu_seqlens_k != nullptr;
-  auto straddles_sk = [&](int nb) { return varlen && (nb + 1) * kBlockN > w.sb.sk; };
+  // Varlen or paged K/V: a tile's rows past sk are the next sequence's, or whatever the page
+  // (or the stage, for quarters not copied) holds. Its K rows are masked, but its V rows meet
+  // P = 0, and 0 * inf is NaN, so in the tile that straddles sk (the last one, at most one per
+  // CTA) the producer zeroes those V rows, then arrives on `tail`. Batched unpaged K/V need
+  // none of it: rows past seqlen_k are outside the tensor the copy engine reads, so zeros.
+  const bool zero_tail = kPaged || p.cu_seqlens_k != nullptr;
+  auto straddles_sk = [&](int nb) { return zero_tail && (nb + 1) * kBlockN > w.sb.sk; };
 
   if (warp >= kThreads / 32) {  // the producer warpgroup
     setmaxnreg_dec<24>();
     if (warp != kThreads / 32) return;
-    const int c3 = varlen ? 0 : w.b;
     for (int nb = w.nb_lo, it = 0; nb < w.nb_hi; ++nb, ++it) {
       const int stage = it % kS;
       if (it >= kS) mbar_wait(empty0 + 8 * stage, (it / kS - 1) & 1);
       const uint32_t full = full0 + 8 * stage, dk = sK + stage * kTileBytes, dv = sV + stage * kTileBytes;
-      const int row = static_cast<int>(w.sb.k_start) + nb * kBlockN;
+      const int t0 = nb * kBlockN;
       if (lane == 0) {
-        mbar_arrive_expect_tx(full, 2 * kTileBytes);
+        if constexpr (kPaged) {
+          const int quarters = min(kBlockN / 32, (w.sb.sk - t0 + 31) / 32);
+          mbar_arrive_expect_tx(full, quarters * 2 * (32 * kD * 2));
+          for (int q = 0; q < quarters; ++q) {
+            const int tq = t0 + 32 * q, pg = tq / p.page_block_size;
+            const int blk = page_block(p, w.b, pg), in_page = tq - pg * p.page_block_size;
 #pragma unroll
-        for (int panel = 0; panel < kD / 64; ++panel) {
-          tma_load_4d(dk + panel * kBlockN * 128, &map_k, full, panel * 64, row, w.hk, c3);
-          tma_load_4d(dv + panel * kBlockN * 128, &map_v, full, panel * 64, row, w.hk, c3);
+            for (int panel = 0; panel < kD / 64; ++panel) {
+              const uint32_t at = panel * kBlockN * 128 + q * 32 * 128;
+              tma_load_4d(dk + at, &map_k, full, panel * 64, in_page, w.hk, blk);
+              tma_load_4d(dv + at, &map_v, full, panel * 64, in_page, w.hk, blk);
+            }
+          }
+        } else {
+          const bool varlen = p.cu_seqlens_k != nullptr;
+          const int row = static_cast<int>(w.sb.k_start) + t0, seq = varlen ? 0 : w.b;
+          mbar_arrive_expect_tx(full, 2 * kTileBytes);
+#pragma unroll
+          for (int panel = 0; panel < kD / 64; ++panel) {
+            tma_load_4d(dk + panel * kBlockN * 128, &map_k, full, panel * 64, row, w.hk, seq);
+            tma_load_4d(dv + panel * kBlockN * 128, &map_v, full, panel * 64, row, w.hk, seq);
+          }
         }
       }
       if (straddles_sk(nb)) {
         mbar_wait(full, (it / kS) & 1);
-        const int first = w.sb.sk - nb * kBlockN;  // rows first..127 go (the swizzle keeps a row's chunks in the row)
+        const int first = w.sb.sk - t0;  // rows first..127 go (the swizzle keeps a row's chunks in the row)
         for (int c = first * (kD / 8) + lane; c < kBlockN * (kD / 8); c += 32) {
           const int r = c / (kD / 8), chunk = c % (kD / 8);
           st_shared_zero16(dv + (chunk / 8) * kBlockN * 128 + r * 128 + (chunk % 8) * 16);
@@ -472,8 +492,8 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
   const int my_turn = 2 + wg, other_turn = 3 - wg;
   if (wg == 1) bar_arrive(2, kThreads);
 
-  // 2. the key loop. kOverlap: S of tile j is issued together with O += P V of tile j - 1,
-  //    and the softmax of tile j runs while that product does (O is rescaled after it).
+  // 2. the key loop: S of tile j is issued together with O += P V of tile j - 1, and the
+  //    softmax of tile j runs while that product does (O is rescaled after it).
   auto wait_tile = [&](int nb, int it) {
     mbar_wait(full0 + 8 * (it % kS), (it / kS) & 1);
     if (straddles_sk(nb)) mbar_wait(tail, 0);
@@ -481,31 +501,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
   auto release = [&](int it) {
     if (lane == 0) mbar_arrive(empty0 + 8 * (it % kS));  // this warp is done with the stage
   };
-  if constexpr (!kOverlap) {
-    for (int nb = w.nb_lo, it = 0; nb < w.nb_hi; ++nb, ++it) {
-      const int stage = it % kS;
-      wait_tile(nb, it);
-      float s[64];
-      bar_sync(my_turn, kThreads);
-      issue_qk<Elem>(s, q_wg, sK + stage * kTileBytes);
-      bar_arrive(other_turn, kThreads);
-      wgmma_wait<0>();
-      fence_operands(s);
-      mask_tile(s, p, w, f, nb);
-      float corr[2];
-      online_softmax(s, m_run, l_run, sc, corr);
-      rescale_o(o, corr);
-      uint32_t a[8][4];
-      pack_p<Elem>(s, a);
-      bar_sync(my_turn, kThreads);
-      issue_pv<Elem>(o, a, sV + stage * kTileBytes);
-      bar_arrive(other_turn, kThreads);
-      wgmma_wait<0>();
-      fence_operands(o);
-      fence_operands(a);
-      release(it);
-    }
-  } else if (w.nb_lo < w.nb_hi) {
+  if (w.nb_lo < w.nb_hi) {
     uint32_t a[8][4];  // P of the previous tile
     {
       wait_tile(w.nb_lo, 0);
@@ -555,35 +551,38 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
 #endif
 }
 
-// The copy engine's descriptions of K and V for a call (unpaged, rows below 2^31): 4-d
-// (channels, rows, heads, sequences), boxes of 64 channels x 128 rows. Varlen K/V are one
-// sequence of p.kv_rows rows; batched K/V have seqlen_k rows per sequence, so rows past a
-// sequence's keys read as zeros. False when a call cannot be described.
+// The copy engine's descriptions of K and V for a call, 4-d (channels, rows, heads, and
+// sequences or blocks), in boxes of 64 channels x 128 rows (32 when paged). Varlen K/V are
+// one sequence of p.kv_rows rows; batched K/V have seqlen_k rows per sequence, so rows past a
+// sequence's keys read as zeros; paged K/V are num_blocks blocks of page_block_size rows.
+// False when a call cannot be described (coordinates are 32-bit; strides multiples of 16
+// bytes): the cp.async kernel takes it.
 bool make_kv_maps(const FlashFwdParams& p, CUtensorMap& map_k, CUtensorMap& map_v) {
-  if (p.block_table) return false;
-  const bool varlen = p.cu_seqlens_k != nullptr;
-  const int64_t rows = varlen ? p.kv_rows : p.seqlen_k;
-  if (rows <= 0 || rows >= (int64_t{1} << 31) - kBlockN) return false;
-  const uint32_t box[4] = {64, kBlockN, 1, 1};
+  const bool paged = p.block_table != nullptr, varlen = p.cu_seqlens_k != nullptr;
+  const int64_t rows = paged ? p.page_block_size : varlen ? p.kv_rows : p.seqlen_k;
+  const int64_t outer = paged ? p.num_blocks : varlen ? 1 : p.batch;
+  constexpr int64_t kLimit = (int64_t{1} << 31) - kBlockN;
+  if (rows <= 0 || rows >= kLimit || outer <= 0 || outer >= kLimit) return false;
+  const uint32_t box[4] = {64, paged ? 32u : static_cast<uint32_t>(kBlockN), 1, 1};
   auto one = [&](CUtensorMap& map, const void* ptr, int64_t row, int64_t head, int64_t batch) {
+    if (outer == 1) batch = row;  // any valid stride: the coordinate is always 0
     const uint64_t dims[4] = {kD, static_cast<uint64_t>(rows), static_cast<uint64_t>(p.num_heads_k),
-                              varlen ? 1u : static_cast<uint64_t>(p.batch)};
+                              static_cast<uint64_t>(outer)};
     const uint64_t strides[3] = {static_cast<uint64_t>(row) * 2, static_cast<uint64_t>(head) * 2,
-                                 static_cast<uint64_t>(varlen ? row : batch) * 2};
-    return row > 0 && head > 0 && batch >= 0 && (varlen || batch > 0) && encode_map_4d(map, ptr, dims, strides, box);
+                                 static_cast<uint64_t>(batch) * 2};
+    return row > 0 && head > 0 && batch > 0 && encode_map_4d(map, ptr, dims, strides, box);
   };
   return one(map_k, p.k, p.k_row_stride, p.k_head_stride, p.k_batch_stride) &&
          one(map_v, p.v, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
 }
 
-// WICK_FLASH_SM90_TMA: 0 = the cp.async kernel for every call, 1 = the copy-engine kernel
-// without the overlap inside a warpgroup, 2 (the default) = with it.
-int tma_mode() {
-  static const int mode = [] {
+// WICK_FLASH_SM90_TMA=0 sends every call to the cp.async kernel (for comparisons).
+bool use_tma() {
+  static const bool on = [] {
     const char* v = std::getenv("WICK_FLASH_SM90_TMA");
-    return v && (std::strcmp(v, "0") == 0 || std::strcmp(v, "1") == 0) ? v[0] - '0' : 2;
+    return !(v && std::strcmp(v, "0") == 0);
   }();
-  return mode;
+  return on;
 }
 
 template <class Kernel>
@@ -603,16 +602,13 @@ void launch(const FlashFwdParams& p, cudaStream_t st) {
   const int64_t ctas = static_cast<int64_t>(m_blocks) * p.batch * p.num_heads;
   if (ctas <= 0) return;
   const dim3 grid(static_cast<unsigned>(ctas));
-  if constexpr (!kPaged) {
-    CUtensorMap map_k, map_v;
-    if (tma_mode() > 0 && make_kv_maps(p, map_k, map_v)) {
-      auto kernel = tma_mode() == 2 ? fwd_kernel_tma<Elem, true> : fwd_kernel_tma<Elem, false>;
-      static bool smem_set[2][64] = {};
-      set_smem_once(kernel, kSmem<false>, smem_set[tma_mode() - 1]);
-      WICK_CUDA_CHECK(
-          launch_programmatic(kernel, grid, dim3(kTmaThreads), kSmem<false>, st, p, m_blocks, map_k, map_v));
-      return;
-    }
+  CUtensorMap map_k, map_v;
+  if (use_tma() && make_kv_maps(p, map_k, map_v)) {
+    auto kernel = fwd_kernel_tma<Elem, kPaged>;
+    static bool smem_set[64] = {};
+    set_smem_once(kernel, kSmem<false>, smem_set);
+    WICK_CUDA_CHECK(launch_programmatic(kernel, grid, dim3(kTmaThreads), kSmem<false>, st, p, m_blocks, map_k, map_v));
+    return;
   }
   auto kernel = fwd_kernel<Elem, kPaged>;
   static bool smem_set[64] = {};
