@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -71,9 +72,11 @@ struct PagedKv {
 // Scatters packed k/v rows (total_k, hk, d) of sequences with cumulative lengths cu_k into a
 // paged cache: blocks assigned in a shuffled order, spare blocks and unused rows filled with
 // random values (never zeros, so a stray read shows), the table padded with an extra column.
+// `unused`, when given, is the value of every cache row no sequence uses (the rest of a
+// sequence's last page, the spare blocks); otherwise they hold random values.
 inline PagedKv make_paged(const Tensor& k, const Tensor& v, const std::vector<uint32_t>& cu_k,
                           size_t page, CacheLayout layout, DType table_dtype, Device dev,
-                          uint64_t seed) {
+                          uint64_t seed, std::optional<double> unused = std::nullopt) {
   const size_t batch = cu_k.size() - 1;
   const size_t hk = k.dim(1), d = k.dim(2);
   size_t used = 0, cols = 1;
@@ -99,6 +102,7 @@ inline PagedKv make_paged(const Tensor& k, const Tensor& v, const std::vector<ui
   };
   const size_t n = num_blocks * two * page * hk * dp;
   std::vector<double> kbuf = normal(n, seed + 1), vbuf = normal(n, seed + 2);
+  if (unused) kbuf.assign(n, *unused), vbuf.assign(n, *unused);
   std::vector<double>& vdst = layout == CacheLayout::Interleaved ? kbuf : vbuf;
   const size_t vkv = layout == CacheLayout::Interleaved ? 1 : 0;
   const std::vector<double> kv = k.to_f64_vec(), vv = v.to_f64_vec();
