@@ -13,12 +13,12 @@
 //
 // Two kernels share the steps below (device functions of this file) and differ in how K/V
 // tiles reach shared memory:
-//   fwd_kernel_tma  unpaged K/V: a producer warp asks the tensor memory accelerator for each
-//                   tile (four bulk copies) and mbarriers hand stages between it and the two
-//                   consumer warpgroups, which take turns issuing their products, so one
-//                   warpgroup's softmax runs while the other's products do.
-//   fwd_kernel      paged K/V (and unpaged calls the copy engine cannot describe, or with
-//                   WICK_FLASH_SM90_TMA=0): every thread issues cp.async copies, one block
+//   fwd_kernel_tma  unpaged and paged K/V: a producer warpgroup asks the tensor memory
+//                   accelerator for each tile (bulk copies) and mbarriers hand stages between
+//                   it and the two consumer warpgroups, which take turns issuing their
+//                   products and compute each tile's softmax while products run.
+//   fwd_kernel      calls the copy engine cannot describe, and every call with
+//                   WICK_FLASH_SM90_TMA=0: every thread issues cp.async copies, one block
 //                   barrier per tile.
 //
 // Steps, mapped to the CPU algorithm (ops/attention/cpu.cpp):
@@ -26,8 +26,8 @@
 //      64 rows. The keys any row of the tile can see are found up front (contract.h), so
 //      wholly masked key tiles are never loaded.
 //   1. Q tile -> shared memory (cp.async into the 128-byte swizzled layout wgmma reads).
-//   2. for each key tile of 128 keys (three shared-memory stages, two when paged: the next
-//      tiles load while tile j computes):
+//   2. for each key tile of 128 keys (three shared-memory stages, two in fwd_kernel when
+//      paged: the next tiles load while tile j computes):
 //      a. S = Q K^T: 8 wgmmas (k = 16 channels each), Q and K read from shared memory,
 //         S (64 x 128 f32 per warpgroup) in registers                         = CPU step 2a
 //         masks (window, causal, keys past sk) only on tiles that need them
@@ -393,7 +393,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     fwd_kernel_tma(const FlashFwdParams p, int m_blocks, const __grid_constant__ CUtensorMap map_k,
                    const __grid_constant__ CUtensorMap map_v) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int kS = kStages<false>;
+  constexpr int kS = kStages<false>;  // three stages, paged or not (the producer reads block ids itself)
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(8) uint64_t barriers[2 * kS + 1];  // full[kS], empty[kS], tail
   if (call_faulted(p)) {
