@@ -576,12 +576,15 @@ bool make_kv_maps(const FlashFwdParams& p, CUtensorMap& map_k, CUtensorMap& map_
          one(map_v, p.v, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
 }
 
+// An environment switch that is on unless set to "0".
+bool not_switched_off(const char* name) {
+  const char* v = std::getenv(name);
+  return !(v && std::strcmp(v, "0") == 0);
+}
+
 // WICK_FLASH_SM90_TMA=0 sends every call to the cp.async kernel (for comparisons).
 bool use_tma() {
-  static const bool on = [] {
-    const char* v = std::getenv("WICK_FLASH_SM90_TMA");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
+  static const bool on = not_switched_off("WICK_FLASH_SM90_TMA");
   return on;
 }
 
@@ -619,10 +622,7 @@ void launch(const FlashFwdParams& p, cudaStream_t st) {
 }  // namespace
 
 bool available() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("WICK_FLASH_SM90");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
+  static const bool enabled = not_switched_off("WICK_FLASH_SM90");
   if (!enabled) return false;
   int dev = 0;
   WICK_CUDA_CHECK(cudaGetDevice(&dev));
