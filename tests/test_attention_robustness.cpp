@@ -245,57 +245,60 @@ TEST_CASE("attention: +inf in a key gives NaN where the reference does and the r
   }
 }
 
-TEST_CASE("attention: inf and NaN in rows past a sequence's keys never reach its outputs (d128, packed and paged)") {
-  // Two sequences whose first ends inside a 128-key tile (200 keys). Packed K/V: the rows
-  // after it are the second sequence's, so inf in the first rows of the second sequence's K
-  // and V may change only the second sequence's outputs. Paged K/V (page 64): the rest of the
-  // first sequence's last page and the spare blocks hold NaN, which must change nothing.
-  // Head size 128 takes the GPU's fastest kernels (on an H200 the copy-engine kernel, which
-  // copies whole tiles and must clear the rows past the end itself).
-  constexpr size_t H = 4, HK = 2, D = 128;
+TEST_CASE("attention: inf and NaN in rows past a sequence's keys never reach its outputs (d64, d128, d256; packed and paged)") {
+  // Two sequences whose first ends inside a key tile (200 keys: inside a 128-key and a 64-key
+  // tile). Packed K/V: the rows after it are the second sequence's, so inf in the first rows
+  // of the second sequence's K and V may change only the second sequence's outputs. Paged K/V
+  // (page 64): the rest of the first sequence's last page and the spare blocks hold NaN, which
+  // must change nothing. These head sizes take the GPU's fastest kernels (on an H200 the
+  // copy-engine kernel, which copies whole tiles and must clear the rows past the end itself).
+  constexpr size_t H = 4, HK = 2;
   const std::vector<uint32_t> lq{150, 90}, lk{200, 300};
   const auto cq = cumulative(lq), ck = cumulative(lk);
-  const std::vector<double> q = normal(cq.back() * H * D, 81), k = normal(ck.back() * HK * D, 82),
-                            v = normal(ck.back() * HK * D, 83);
   for (Device dev : test::test_devices()) {
     DEVICE_CONTEXT(dev);
-    auto run = [&](const std::vector<double>& kk, const std::vector<double>& vv, bool paged,
-                   std::optional<double> unused) {
-      FlashAttnVarLen op;
-      op.max_seqlen_q = 150, op.max_seqlen_k = 300;
-      op.seqlens_q = u32_tensor(cq, dev), op.seqlens_k = u32_tensor(ck, dev);
-      Tensor tk = make(kk, {ck.back(), HK, D}, DType::BF16, dev), tv = make(vv, {ck.back(), HK, D}, DType::BF16, dev);
-      if (paged) {
-        PagedKv kv = make_paged(tk, tv, ck, 64, CacheLayout::Separate, DType::I32, dev, 84, unused);
-        tk = kv.k, tv = kv.v, op.block_table = kv.block_table, op.page_block_size = 64;
-      }
-      return from(op.forward_with_lse(make(q, {cq.back(), H, D}, DType::BF16, dev), tk, tv));
-    };
-    auto same_rows = [&](const Outputs& got, const Outputs& want, size_t rows) {
-      for (size_t i = 0; i < rows * H * D; ++i) {
-        INFO("out element ", i);
-        REQUIRE(same_bits(got.out[i], want.out[i]));
-      }
-      for (size_t h = 0; h < H; ++h)
-        for (size_t r = 0; r < rows; ++r) {
-          INFO("lse of head ", h, " row ", r);
-          REQUIRE(same_bits(got.lse[h * cq.back() + r], want.lse[h * cq.back() + r]));
+    for (size_t D : {64, 128, 256}) {
+      INFO("head size ", D);
+      const std::vector<double> q = normal(cq.back() * H * D, 81), k = normal(ck.back() * HK * D, 82),
+                                v = normal(ck.back() * HK * D, 83);
+      auto run = [&](const std::vector<double>& kk, const std::vector<double>& vv, bool paged,
+                     std::optional<double> unused) {
+        FlashAttnVarLen op;
+        op.max_seqlen_q = 150, op.max_seqlen_k = 300;
+        op.seqlens_q = u32_tensor(cq, dev), op.seqlens_k = u32_tensor(ck, dev);
+        Tensor tk = make(kk, {ck.back(), HK, D}, DType::BF16, dev), tv = make(vv, {ck.back(), HK, D}, DType::BF16, dev);
+        if (paged) {
+          PagedKv kv = make_paged(tk, tv, ck, 64, CacheLayout::Separate, DType::I32, dev, 84, unused);
+          tk = kv.k, tv = kv.v, op.block_table = kv.block_table, op.page_block_size = 64;
         }
-    };
-    {
-      INFO("packed K/V, inf in the second sequence's first keys and values");
-      const Outputs clean = run(k, v, false, std::nullopt);
-      REQUIRE(all_finite(clean.out));
-      std::vector<double> kk = k, vv = v;
-      for (size_t t = lk[0]; t < lk[0] + 8; ++t)
-        for (size_t c = 0; c < HK * D; ++c) kk[t * HK * D + c] = kInf, vv[t * HK * D + c] = -kInf;
-      same_rows(run(kk, vv, false, std::nullopt), clean, lq[0]);
-    }
-    {
-      INFO("paged K/V, NaN in every cache row no sequence uses");
-      const Outputs clean = run(k, v, true, std::nullopt);
-      REQUIRE(all_finite(clean.out));
-      same_rows(run(k, v, true, kNaN), clean, cq.back());
+        return from(op.forward_with_lse(make(q, {cq.back(), H, D}, DType::BF16, dev), tk, tv));
+      };
+      auto same_rows = [&](const Outputs& got, const Outputs& want, size_t rows) {
+        for (size_t i = 0; i < rows * H * D; ++i) {
+          INFO("out element ", i);
+          REQUIRE(same_bits(got.out[i], want.out[i]));
+        }
+        for (size_t h = 0; h < H; ++h)
+          for (size_t r = 0; r < rows; ++r) {
+            INFO("lse of head ", h, " row ", r);
+            REQUIRE(same_bits(got.lse[h * cq.back() + r], want.lse[h * cq.back() + r]));
+          }
+      };
+      {
+        INFO("packed K/V, inf in the second sequence's first keys and values");
+        const Outputs clean = run(k, v, false, std::nullopt);
+        REQUIRE(all_finite(clean.out));
+        std::vector<double> kk = k, vv = v;
+        for (size_t t = lk[0]; t < lk[0] + 8; ++t)
+          for (size_t c = 0; c < HK * D; ++c) kk[t * HK * D + c] = kInf, vv[t * HK * D + c] = -kInf;
+        same_rows(run(kk, vv, false, std::nullopt), clean, lq[0]);
+      }
+      {
+        INFO("paged K/V, NaN in every cache row no sequence uses");
+        const Outputs clean = run(k, v, true, std::nullopt);
+        REQUIRE(all_finite(clean.out));
+        same_rows(run(k, v, true, kNaN), clean, cq.back());
+      }
     }
   }
 }

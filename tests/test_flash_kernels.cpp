@@ -689,6 +689,19 @@ TEST_CASE("flash kernels: sanitizer subset") {
     c.wl = c.wr = -1, c.causal = true, c.page = 96, c.dtype = FlashDType::BF16;
     c.sk = lengths(case_rng(), 3, 1, 400);
     cases.push_back(c);
+    // d64 and d256 on the Hopper kernels too (d256: 64-key tiles, two quarters of a page)
+    c.name = "san: d256 GQA window tails";
+    c.hs = 256, c.page = 0, c.causal = false, c.wl = 70, c.wr = 20;
+    c.sq = lengths(case_rng(), 3, 1, 300), c.sk = lengths(case_rng(), 3, 1, 300);
+    cases.push_back(c);
+    c.name = "san: d64 paged 32 causal";
+    c.hs = 64, c.page = 32, c.causal = true, c.wl = c.wr = -1;
+    c.sk = c.sq;
+    cases.push_back(c);
+    c.name = "san: d256 paged 96 (tiles straddle pages)";
+    c.hs = 256, c.page = 96, c.causal = false;
+    c.sk = lengths(case_rng(), 3, 1, 400);
+    cases.push_back(c);
   }
   {
     Case c;

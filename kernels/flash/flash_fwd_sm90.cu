@@ -3,11 +3,12 @@
 // mma.sync. Built only for sm_90a (its own object library in CMakeLists.txt); flash_fwd.cu
 // sends it the calls it covers and everything else to the sm_80 family.
 //
-// What it covers: head size 128, bf16 / f16, K/V batched, varlen or paged (pages of a
-// multiple of 32 rows), GQA / MQA, causal and sliding windows, LSE. The sm_80 family keeps:
-// softcap, ALiBi and mm-prefix ranges (their per-element logits would cost this kernel
-// registers it does not have), a softmax scale that is not positive, forced split counts,
-// decode shapes, inputs without 16-byte rows, and f16 in WICK_FLASH_QUICK builds. It never
+// What it covers: head sizes 64, 128 and 256, bf16 / f16, K/V batched, varlen or paged (pages
+// of a multiple of 32 rows), GQA / MQA, causal and sliding windows, LSE. The sm_80 family
+// keeps: the other head sizes, softcap, ALiBi and mm-prefix ranges (their per-element logits
+// would cost this kernel registers it does not have), a softmax scale that is not positive,
+// forced split counts, decode shapes, inputs without 16-byte rows, and f16 in
+// WICK_FLASH_QUICK builds. It never
 // splits the keys: a call with few query tiles and very long keys runs one CTA per (tile,
 // head, sequence).
 //
@@ -26,15 +27,16 @@
 //      64 rows. The keys any row of the tile can see are found up front (contract.h), so
 //      wholly masked key tiles are never loaded.
 //   1. Q tile -> shared memory (cp.async into the 128-byte swizzled layout wgmma reads).
-//   2. for each key tile of 128 keys (three shared-memory stages, two in fwd_kernel when
-//      paged: the next tiles load while tile j computes):
-//      a. S = Q K^T: 8 wgmmas (k = 16 channels each), Q and K read from shared memory,
-//         S (64 x 128 f32 per warpgroup) in registers                         = CPU step 2a
+//   2. for each key tile of kBlockN keys (128; 64 at head size 256) in two or three
+//      shared-memory stages (Shape below), the next tiles loading while tile j computes:
+//      a. S = Q K^T: D / 16 wgmmas (k = 16 channels each), Q and K read from shared memory,
+//         S (64 x kBlockN f32 per warpgroup) in registers                     = CPU step 2a
 //         masks (window, causal, keys past sk) only on tiles that need them
 //      b. running row max (quad shuffles)                                    = CPU step 2b
 //      c. P = exp2(S * scale*log2e - m * scale*log2e), row sums, O rescaled   = CPU step 2c
-//      d. O += P V: 8 wgmmas with P from registers (the S accumulators re-packed as 16-bit
-//         A fragments) and V read transposed from shared memory               = CPU step 2d
+//      d. O += P V: kBlockN / 16 wgmmas (two at D = 256) with P from registers (the S
+//         accumulators re-packed as 16-bit A fragments) and V read transposed from shared
+//         memory                                                              = CPU step 2d
 //   3. epilogue: O / l and lse = (m + log2 l) * ln2 written from registers    = CPU step 3
 #include "kernels/flash/flash_fwd_sm90.h"
 
@@ -42,6 +44,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "kernels/flash/flash_common.cuh"
 #include "kernels/flash/flash_instances.h"
@@ -49,47 +52,56 @@
 #include "kernels/flash/hopper.cuh"
 #include "kernels/flash/tma_map.h"
 #include "tensor/cuda_check.h"
+#include "tensor/error.h"
 
 namespace wick::kernels::flash::sm90 {
 namespace {
 
-constexpr int kD = 128;       // head size (channels of Q, K, V, O)
 constexpr int kBlockM = 128;  // query rows per CTA: two warpgroups of 64
-constexpr int kBlockN = 128;  // keys per tile
 constexpr int kThreads = 256;
-constexpr uint32_t kTileBytes = kBlockN * kD * 2;        // one swizzled K or V tile (two panels)
-constexpr uint32_t kQBytes = kBlockM * kD * 2;           // the swizzled Q tile
-// Shared-memory stages of K/V: three (tiles j + 1 and j + 2 load while tile j computes;
-// measured 0.5-1.5% faster than two on the H200), two when paged (its block ids are read
-// one tile ahead).
-template <bool kPaged>
-constexpr int kStages = kPaged ? 2 : 3;
-// Q, the K/V stages, 1024-byte alignment slack.
-template <bool kPaged>
-constexpr int kSmem = 1024 + kQBytes + 2 * kStages<kPaged> * kTileBytes;
 
-// Issues the cp.async copies of a 128-row x 128-channel swizzled tile (Q and K/V tiles have
-// the same shape) at `dst`: row r comes from rows + r * row_stride; rows at or past `valid`
-// are zero-filled (no read). Thread tid copies one 16-byte column chunk of every 16th row
-// from row tid / 16, and 16 rows keep a row's swizzle pattern (it repeats every 8 rows), so
-// each copy after the first costs one address add in shared and in global memory.
-static_assert(kBlockM == kBlockN, "Q and K/V tiles share one swizzled shape");
-template <class Elem>
+// The tile shape of one head size D (64, 128 or 256: the channels of Q, K, V and O, in
+// 64-channel panels). Keys per tile: 128, or 64 at D = 256, where a 64 x 256 f32 O per
+// warpgroup already takes 128 registers per thread. Shared-memory stages of K/V: three up to
+// D = 128 (tiles j + 1 and j + 2 load while tile j computes; measured 0.5-1.5% faster than
+// two at D = 128 on the H200), two in the cp.async kernel when paged (its block ids are read
+// one tile ahead), two at D = 256 (Q and two stages take 192 KiB).
+template <int D>
+struct Shape {
+  static constexpr int kD = D;
+  static constexpr int kBlockN = D > 128 ? 64 : 128;
+  static constexpr uint32_t kTileBytes = kBlockN * D * 2;  // one swizzled K or V tile
+  static constexpr uint32_t kQBytes = kBlockM * D * 2;     // the swizzled Q tile
+  template <bool kPaged>
+  static constexpr int kStages = (kPaged || D > 128) ? 2 : 3;
+  // Q, the K/V stages, 1024-byte alignment slack.
+  template <bool kPaged>
+  static constexpr int kSmem = 1024 + kQBytes + 2 * kStages<kPaged> * kTileBytes;
+  static_assert(D % 64 == 0 && kBlockN % 32 == 0, "whole 64-channel panels, whole 32-key quarters");
+};
+
+// Issues the cp.async copies of a kRows x D swizzled tile (Q: kBlockM rows, K/V: kBlockN)
+// at `dst`: row r comes from rows + r * row_stride; rows at or past `valid` are zero-filled
+// (no read). Thread tid copies one 16-byte column chunk of every kRowStep-th row from row
+// tid / (D / 8), and kRowStep (a multiple of 8) rows keep a row's swizzle pattern (it repeats
+// every 8 rows), so each copy after the first costs one address add in shared and in global
+// memory.
+template <int D, int kRows, class Elem>
 __device__ __forceinline__ void load_swizzled(uint32_t dst, const Elem* rows, int64_t row_stride, int valid,
                                               int tid) {
-  constexpr int kChunksPerRow = kD / 8;
+  constexpr int kChunksPerRow = D / 8;
   constexpr int kRowStep = kThreads / kChunksPerRow;
-  static_assert(kRowStep % 8 == 0 && kBlockN % kRowStep == 0, "a thread's rows share one swizzle pattern");
+  static_assert(kRowStep % 8 == 0 && kRows % kRowStep == 0, "a thread's rows share one swizzle pattern");
   const int row = tid / kChunksPerRow, col = (tid % kChunksPerRow) * 8;
-  const uint32_t d0 = dst + swizzled_offset(kBlockN, row, col);
+  const uint32_t d0 = dst + swizzled_offset(kRows, row, col);
   const Elem* s0 = rows + row * row_stride + col;
   const int64_t step = kRowStep * row_stride;
-  if (valid >= kBlockN) {
+  if (valid >= kRows) {
 #pragma unroll
-    for (int i = 0; i < kBlockN / kRowStep; ++i) cp_async_16(d0 + i * kRowStep * 128, s0 + i * step, true);
+    for (int i = 0; i < kRows / kRowStep; ++i) cp_async_16(d0 + i * kRowStep * 128, s0 + i * step, true);
   } else {
 #pragma unroll
-    for (int i = 0; i < kBlockN / kRowStep; ++i) {
+    for (int i = 0; i < kRows / kRowStep; ++i) {
       const bool ok = row + i * kRowStep < valid;
       cp_async_16(d0 + i * kRowStep * 128, ok ? s0 + i * step : rows, ok);
     }
@@ -105,6 +117,7 @@ struct TileWork {
   SeqBounds sb;
   Range<int> unmasked;  // keys every row of the tile sees: tiles inside need no mask
 };
+template <int kBlockN>
 __device__ __forceinline__ bool find_tile(const FlashFwdParams& p, int m_blocks, TileWork& w) {
   w.h = static_cast<int>(blockIdx.x % p.num_heads);
   const int rest = static_cast<int>(blockIdx.x / p.num_heads);
@@ -124,29 +137,30 @@ __device__ __forceinline__ bool find_tile(const FlashFwdParams& p, int m_blocks,
 }
 
 // The rows and columns a consumer thread owns: rows row_lo and row_lo + 8 of the tile's
-// sequence; columns 8 j + 2 t + c (j < 16, c = 0, 1) of a key tile, accumulator element
-// 4 j + 2 i + c for row row_lo + 8 i.
+// sequence; columns 8 j + 2 t + c (c = 0, 1) of a key tile (j < kBlockN / 8) and of O
+// (j < D / 8), accumulator element 4 j + 2 i + c for row row_lo + 8 i.
 struct Fragment {
   int row_lo, t;
 };
 
 // a. S = Q K^T for this warpgroup's 64 rows (q_wg: its rows of the swizzled Q tile), issued
 //    and committed; the caller waits.
-template <class Elem>
-__device__ __forceinline__ void issue_qk(float (&s)[64], uint32_t q_wg, uint32_t k_s) {
+template <class Sh, class Elem>
+__device__ __forceinline__ void issue_qk(float (&s)[Sh::kBlockN / 2], uint32_t q_wg, uint32_t k_s) {
   wgmma_fence();
 #pragma unroll
-  for (int ks = 0; ks < kD / 16; ++ks) {
+  for (int ks = 0; ks < Sh::kD / 16; ++ks) {
     const uint32_t panel = (ks / 4), step = (ks % 4) * 32;
-    wgmma_m64n128k16_ss<Elem>(s, make_desc(q_wg + panel * (kBlockM * 128) + step, 16, 1024),
-                              make_desc(k_s + panel * (kBlockN * 128) + step, 16, 1024), ks > 0);
+    wgmma_ss<Sh::kBlockN, Elem>(s, make_desc(q_wg + panel * (kBlockM * 128) + step, 16, 1024),
+                                make_desc(k_s + panel * (Sh::kBlockN * 128) + step, 16, 1024), ks > 0);
   }
   wgmma_commit();
 }
 
 // Masks (causal, sliding window, keys past sk) on the tiles that need them: each row's
 // visible keys are one interval.
-__device__ __forceinline__ void mask_tile(float (&s)[64], const FlashFwdParams& p, const TileWork& w,
+template <int kBlockN>
+__device__ __forceinline__ void mask_tile(float (&s)[kBlockN / 2], const FlashFwdParams& p, const TileWork& w,
                                           const Fragment& f, int nb) {
   const int t_tile = nb * kBlockN;
   if (t_tile >= w.unmasked.begin && t_tile + kBlockN <= w.unmasked.end) return;
@@ -156,7 +170,7 @@ __device__ __forceinline__ void mask_tile(float (&s)[64], const FlashFwdParams& 
     const Range<int> window = window_keys<int>(p, r + w.off, w.sb.sk);
     const int lo = window.begin - t_tile - 2 * f.t, hi = window.end - t_tile - 2 * f.t;
 #pragma unroll
-    for (int j = 0; j < 16; ++j)
+    for (int j = 0; j < kBlockN / 8; ++j)
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         const int dt = 8 * j + c;
@@ -167,13 +181,14 @@ __device__ __forceinline__ void mask_tile(float (&s)[64], const FlashFwdParams& 
 
 // b, c. Online softmax on this thread's two rows: running max, P = exp2(S * sc - m * sc) in
 // place of S, row sums; corr[i] is the factor O's row must be rescaled by (rescale_o).
-__device__ __forceinline__ void online_softmax(float (&s)[64], float (&m_run)[2], float (&l_run)[2], float sc,
-                                               float (&corr)[2]) {
+template <int kBlockN>
+__device__ __forceinline__ void online_softmax(float (&s)[kBlockN / 2], float (&m_run)[2], float (&l_run)[2],
+                                               float sc, float (&corr)[2]) {
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     float mx = -INFINITY;
 #pragma unroll
-    for (int j = 0; j < 16; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * i], s[4 * j + 2 * i + 1]));
+    for (int j = 0; j < kBlockN / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * i], s[4 * j + 2 * i + 1]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     const float m_new = fmaxf(m_run[i], mx);
@@ -182,7 +197,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[64], float (&m_run)[2]
     m_run[i] = m_new;
     float sum = 0.f;
 #pragma unroll
-    for (int j = 0; j < 16; ++j)
+    for (int j = 0; j < kBlockN / 8; ++j)
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         const float pe = fast_exp2(fmaf(s[4 * j + 2 * i + c], sc, -ms));
@@ -192,9 +207,10 @@ __device__ __forceinline__ void online_softmax(float (&s)[64], float (&m_run)[2]
     l_run[i] = l_run[i] * corr[i] + sum;
   }
 }
-__device__ __forceinline__ void rescale_o(float (&o)[64], const float (&corr)[2]) {
+template <int D>
+__device__ __forceinline__ void rescale_o(float (&o)[D / 2], const float (&corr)[2]) {
 #pragma unroll
-  for (int j = 0; j < 16; ++j)
+  for (int j = 0; j < D / 8; ++j)
 #pragma unroll
     for (int i = 0; i < 2; ++i) o[4 * j + 2 * i] *= corr[i], o[4 * j + 2 * i + 1] *= corr[i];
 }
@@ -202,32 +218,38 @@ __device__ __forceinline__ void rescale_o(float (&o)[64], const float (&corr)[2]
 // d. O += P V: k step kk covers keys 16 kk .. 16 kk + 15, the S columns of n-blocks 2 kk and
 //    2 kk + 1, re-packed as 16-bit A fragments (pack_p); issue_pv issues and commits, the
 //    caller waits, and keeps `a` unchanged until then (fence_operands(a) after the wait).
-template <class Elem>
-__device__ __forceinline__ void pack_p(const float (&s)[64], uint32_t (&a)[8][4]) {
+//    At D = 256 each k step is two m64n128 products, one per 128-channel half of O.
+template <int kBlockN, class Elem>
+__device__ __forceinline__ void pack_p(const float (&s)[kBlockN / 2], uint32_t (&a)[kBlockN / 16][4]) {
 #pragma unroll
-  for (int kk = 0; kk < 8; ++kk) {
+  for (int kk = 0; kk < kBlockN / 16; ++kk) {
     a[kk][0] = pack2<Elem>(s[8 * kk + 0], s[8 * kk + 1]);
     a[kk][1] = pack2<Elem>(s[8 * kk + 2], s[8 * kk + 3]);
     a[kk][2] = pack2<Elem>(s[8 * kk + 4], s[8 * kk + 5]);
     a[kk][3] = pack2<Elem>(s[8 * kk + 6], s[8 * kk + 7]);
   }
 }
-template <class Elem>
-__device__ __forceinline__ void issue_pv(float (&o)[64], uint32_t (&a)[8][4], uint32_t v_s) {
+template <class Sh, class Elem>
+__device__ __forceinline__ void issue_pv(float (&o)[Sh::kD / 2], uint32_t (&a)[Sh::kBlockN / 16][4], uint32_t v_s) {
+  constexpr int kN = Sh::kD > 128 ? 128 : Sh::kD;  // O channels per product
+  constexpr uint32_t kPanelBytes = Sh::kBlockN * 128;
   fence_operands(o);  // the rescale of O and the packing of P stay above the fence
   fence_operands(a);
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < 8; ++kk)
-    wgmma_m64n128k16_rs<Elem>(o, a[kk], make_desc(v_s + kk * 16 * 128, kBlockN * 128, 1024), 1);
+  for (int kk = 0; kk < Sh::kBlockN / 16; ++kk)
+#pragma unroll
+    for (int part = 0; part < Sh::kD / kN; ++part)
+      wgmma_rs<kN, Elem>(*reinterpret_cast<float(*)[kN / 2]>(&o[part * kN / 2]), a[kk],
+                         make_desc(v_s + part * (kN / 64) * kPanelBytes + kk * 16 * 128, kPanelBytes, 1024), 1);
   wgmma_commit();
 }
 
 // 3. Epilogue from registers: O / l and lse = (m + log2 l) * ln2.
-template <class Elem>
+template <int D, class Elem>
 __device__ __forceinline__ void write_rows(const FlashFwdParams& p, const TileWork& w, const Fragment& f,
-                                           const float (&o)[64], const float (&m_run)[2], const float (&l_run)[2],
-                                           float sc) {
+                                           const float (&o)[D / 2], const float (&m_run)[2],
+                                           const float (&l_run)[2], float sc) {
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     float l = l_run[i];
@@ -238,7 +260,7 @@ __device__ __forceinline__ void write_rows(const FlashFwdParams& p, const TileWo
     const float inv = row_inv_sum(l);  // contract step 5: NaN stays NaN
     Elem* dst = static_cast<Elem*>(p.out) + o_offset(p, w.b, w.sb, r, w.h) + 2 * f.t;
 #pragma unroll
-    for (int j = 0; j < 16; ++j)
+    for (int j = 0; j < D / 8; ++j)
       *reinterpret_cast<uint32_t*>(dst + 8 * j) = pack2<Elem>(o[4 * j + 2 * i] * inv, o[4 * j + 2 * i + 1] * inv);
     if (p.lse && f.t == 0)
       p.lse[lse_offset(p, w.b, w.sb, r, w.h)] = row_saw_keys(l) ? (m_run[i] * sc + log2f(l)) * kLn2 : -INFINITY;
@@ -248,16 +270,18 @@ __device__ __forceinline__ void write_rows(const FlashFwdParams& p, const TileWo
 // The kernel that copies K/V with cp.async from every thread (one block barrier per tile):
 // paged K/V (kPaged, through p.block_table), and unpaged calls the copy engine cannot
 // describe. Separate instances, so the unpaged loads keep their registers and schedule.
-template <class Elem, bool kPaged>
+template <class Sh, class Elem, bool kPaged>
 __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const FlashFwdParams p, int m_blocks) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kD = Sh::kD, kBlockN = Sh::kBlockN, kS = Sh::template kStages<kPaged>;
+  constexpr uint32_t kTileBytes = Sh::kTileBytes;
   extern __shared__ unsigned char smem_raw[];
   if (call_faulted(p)) {
     write_fault_outputs<Elem>(p, blockIdx.x, gridDim.x);
     return;
   }
   TileWork w;
-  if (!find_tile(p, m_blocks, w)) return;
+  if (!find_tile<kBlockN>(p, m_blocks, w)) return;
   const int b = w.b, nb_lo = w.nb_lo, nb_hi = w.nb_hi;
   const SeqBounds& sb = w.sb;
 
@@ -265,14 +289,14 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const FlashFwdParams p
   const int wg = warp / 4;
   const Fragment f{w.r0 + 64 * wg + 16 * (warp % 4) + lane / 4, lane % 4};
   const uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;  // swizzled panels: 1024-byte aligned
-  const uint32_t sQ = base, sK = base + kQBytes, sV = sK + kStages<kPaged> * kTileBytes;
+  const uint32_t sQ = base, sK = base + Sh::kQBytes, sV = sK + kS * kTileBytes;
 
   const Elem* gq = static_cast<const Elem*>(p.q);
   const Elem* gk = static_cast<const Elem*>(p.k) + w.hk * p.k_head_stride;
   const Elem* gv = static_cast<const Elem*>(p.v) + w.hk * p.v_head_stride;
   const int64_t q0 = q_offset(p, b, sb, w.r0, w.h);
-  // Paged K/V: a 128-key tile is four 32-key quarters, each inside one page (pages are
-  // multiples of 32 keys), so a quarter's rows are one block base plus the row stride. The
+  // Paged K/V: a key tile is 32-key quarters (four, two at D = 256), each inside one page
+  // (pages are multiples of 32 keys), so a quarter's rows are one block base plus the row stride. The
   // quarters' block ids go to one of two shared slots a tile ahead of their use (tile nb's
   // slot: (nb - nb_lo) % 2), so no table read waits in the loop.
   constexpr int kQuarters = kBlockN / 32;
@@ -295,11 +319,13 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const FlashFwdParams p
       const int64_t k0 = packed_kv_offset(b, sb, t0, p.k_batch_stride, p.k_row_stride);
       const int64_t v0 = packed_kv_offset(b, sb, t0, p.v_batch_stride, p.v_row_stride);
       const int valid = min(kBlockN, sb.sk - t0);
-      load_swizzled(dk, gk + k0, p.k_row_stride, valid, tid);
-      load_swizzled(dv, gv + v0, p.v_row_stride, valid, tid);
+      load_swizzled<kD, kBlockN>(dk, gk + k0, p.k_row_stride, valid, tid);
+      load_swizzled<kD, kBlockN>(dv, gv + v0, p.v_row_stride, valid, tid);
     } else {
-      static_assert(kThreads / (kD / 8) == 16, "16-row bands of one column per thread: a quarter is two bands");
-      const int col = (tid % (kD / 8)) * 8, band_row = tid / (kD / 8);  // row within a 16-row band
+      // bands of kBand rows, one 16-byte column chunk per thread: a quarter is 32 / kBand bands
+      constexpr int kBand = kThreads / (kD / 8);
+      static_assert(32 % kBand == 0, "whole bands per quarter");
+      const int col = (tid % (kD / 8)) * 8, band_row = tid / (kD / 8);  // row within a band
       const int* slot = s_blocks[(nb - nb_lo) % 2];
 #pragma unroll
       for (int q = 0; q < kQuarters; ++q) {
@@ -312,8 +338,8 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const FlashFwdParams p
           vb = blk * p.v_batch_stride + in_page * p.v_row_stride;
         }
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int r = 16 * half + band_row, row = 32 * q + r;
+        for (int band = 0; band < 32 / kBand; ++band) {
+          const int r = kBand * band + band_row, row = 32 * q + r;
           const bool ok = tq + r < sb.sk;
           cp_async_16(dk + swizzled_offset(kBlockN, row, col), ok ? gk + kb + r * p.k_row_stride + col : gk, ok);
           cp_async_16(dv + swizzled_offset(kBlockN, row, col), ok ? gv + vb + r * p.v_row_stride + col : gv, ok);
@@ -323,50 +349,50 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const FlashFwdParams p
   };
 
   // 1. Q, and the first key tiles
-  load_swizzled(sQ, gq + q0, p.q_row_stride, w.r_end - w.r0, tid);
+  load_swizzled<kD, kBlockM>(sQ, gq + q0, p.q_row_stride, w.r_end - w.r0, tid);
   if (nb_lo < nb_hi) load_kv(nb_lo, 0, false);
   prefetch_blocks(nb_lo + 1);
   cp_async_commit();
-  for (int s = 1; s + 1 < kStages<kPaged>; ++s) {
+  for (int s = 1; s + 1 < kS; ++s) {
     if (nb_lo + s < nb_hi) load_kv(nb_lo + s, s, true);
     cp_async_commit();
   }
 
-  float o[64];
+  float o[kD / 2];
 #pragma unroll
-  for (int e = 0; e < 64; ++e) o[e] = 0.f;
+  for (int e = 0; e < kD / 2; ++e) o[e] = 0.f;
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
   const float sc = p.softmax_scale * kLog2e;
   const uint32_t q_wg = sQ + wg * 64 * 128;  // this warpgroup's 64 Q rows in each panel
 
   // 2. the key loop
   for (int nb = nb_lo, it = 0; nb < nb_hi; ++nb, ++it) {
-    const int stage = it % kStages<kPaged>;
-    cp_async_wait<kStages<kPaged> - 2>();
+    const int stage = it % kS;
+    cp_async_wait<kS - 2>();
     fence_proxy_async();  // this thread's copies, now landed, to the tensor cores' view
     __syncthreads();      // tile nb visible to all; every warpgroup is done with tile nb - 1
-    constexpr int kAhead = kStages<kPaged> - 1;  // into the stage tile nb - 1 used
-    if (nb + kAhead < nb_hi) load_kv(nb + kAhead, (it + kAhead) % kStages<kPaged>, true);
+    constexpr int kAhead = kS - 1;  // into the stage tile nb - 1 used
+    if (nb + kAhead < nb_hi) load_kv(nb + kAhead, (it + kAhead) % kS, true);
     prefetch_blocks(nb + 2);  // into the slot of tile nb, whose copies every thread has issued
     cp_async_commit();
 
-    float s[64];
-    issue_qk<Elem>(s, q_wg, sK + stage * kTileBytes);
+    float s[kBlockN / 2];
+    issue_qk<Sh, Elem>(s, q_wg, sK + stage * kTileBytes);
     wgmma_wait<0>();
     fence_operands(s);
-    mask_tile(s, p, w, f, nb);
+    mask_tile<kBlockN>(s, p, w, f, nb);
     float corr[2];
-    online_softmax(s, m_run, l_run, sc, corr);
-    rescale_o(o, corr);
-    uint32_t a[8][4];
-    pack_p<Elem>(s, a);
-    issue_pv<Elem>(o, a, sV + stage * kTileBytes);
+    online_softmax<kBlockN>(s, m_run, l_run, sc, corr);
+    rescale_o<kD>(o, corr);
+    uint32_t a[kBlockN / 16][4];
+    pack_p<kBlockN, Elem>(s, a);
+    issue_pv<Sh, Elem>(o, a, sV + stage * kTileBytes);
     wgmma_wait<0>();
     fence_operands(o);
     fence_operands(a);
   }
   cp_async_wait<0>();  // no copy may still be landing when the CTA exits
-  write_rows<Elem>(p, w, f, o, m_run, l_run, sc);
+  write_rows<kD, Elem>(p, w, f, o, m_run, l_run, sc);
 #else
   __trap();  // built for sm_90a only; any other target has no body
 #endif
@@ -388,12 +414,14 @@ __device__ __forceinline__ void st_shared_zero16(uint32_t addr) {
 // barriers 2 and 3), and each issues S of tile j together with O += P V of tile j - 1, so its
 // softmax of tile j runs while its own and the other warpgroup's products do.
 constexpr int kTmaThreads = kThreads + 128;
-template <class Elem, bool kPaged>
+template <class Sh, class Elem, bool kPaged>
 __global__ void __launch_bounds__(kTmaThreads, 1)
     fwd_kernel_tma(const FlashFwdParams p, int m_blocks, const __grid_constant__ CUtensorMap map_k,
                    const __grid_constant__ CUtensorMap map_v) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int kS = kStages<false>;  // three stages, paged or not (the producer reads block ids itself)
+  constexpr int kD = Sh::kD, kBlockN = Sh::kBlockN;
+  constexpr uint32_t kTileBytes = Sh::kTileBytes;
+  constexpr int kS = Sh::template kStages<false>;  // paged or not: the producer reads block ids itself
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(8) uint64_t barriers[2 * kS + 1];  // full[kS], empty[kS], tail
   if (call_faulted(p)) {
@@ -401,10 +429,10 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     return;
   }
   TileWork w;
-  if (!find_tile(p, m_blocks, w)) return;
+  if (!find_tile<kBlockN>(p, m_blocks, w)) return;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;  // swizzled panels: 1024-byte aligned
-  const uint32_t sQ = base, sK = base + kQBytes, sV = sK + kS * kTileBytes;
+  const uint32_t sQ = base, sK = base + Sh::kQBytes, sV = sK + kS * kTileBytes;
   const uint32_t full0 = smem_addr(&barriers[0]), empty0 = smem_addr(&barriers[kS]);
   const uint32_t tail = smem_addr(&barriers[2 * kS]);
   if (tid == 0) {
@@ -474,15 +502,15 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
   const int wg = warp / 4;
   const Fragment f{w.r0 + 64 * wg + 16 * (warp % 4) + lane / 4, lane % 4};
   const Elem* gq = static_cast<const Elem*>(p.q);
-  load_swizzled(sQ, gq + q_offset(p, w.b, w.sb, w.r0, w.h), p.q_row_stride, w.r_end - w.r0, tid);
+  load_swizzled<kD, kBlockM>(sQ, gq + q_offset(p, w.b, w.sb, w.r0, w.h), p.q_row_stride, w.r_end - w.r0, tid);
   cp_async_commit();
   cp_async_wait<0>();
   fence_proxy_async();
   bar_sync(1, kThreads);
 
-  float o[64];
+  float o[kD / 2];
 #pragma unroll
-  for (int e = 0; e < 64; ++e) o[e] = 0.f;
+  for (int e = 0; e < kD / 2; ++e) o[e] = 0.f;
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
   const float sc = p.softmax_scale * kLog2e;
   const uint32_t q_wg = sQ + wg * 64 * 128;
@@ -502,42 +530,42 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     if (lane == 0) mbar_arrive(empty0 + 8 * (it % kS));  // this warp is done with the stage
   };
   if (w.nb_lo < w.nb_hi) {
-    uint32_t a[8][4];  // P of the previous tile
+    uint32_t a[kBlockN / 16][4];  // P of the previous tile
     {
       wait_tile(w.nb_lo, 0);
-      float s[64];
+      float s[kBlockN / 2];
       bar_sync(my_turn, kThreads);
-      issue_qk<Elem>(s, q_wg, sK);
+      issue_qk<Sh, Elem>(s, q_wg, sK);
       bar_arrive(other_turn, kThreads);
       wgmma_wait<0>();
       fence_operands(s);
-      mask_tile(s, p, w, f, w.nb_lo);
+      mask_tile<kBlockN>(s, p, w, f, w.nb_lo);
       float corr[2];
-      online_softmax(s, m_run, l_run, sc, corr);  // O is still zero: no rescale
-      pack_p<Elem>(s, a);
+      online_softmax<kBlockN>(s, m_run, l_run, sc, corr);  // O is still zero: no rescale
+      pack_p<kBlockN, Elem>(s, a);
     }
     int it = 1;
     for (int nb = w.nb_lo + 1; nb < w.nb_hi; ++nb, ++it) {
       wait_tile(nb, it);
-      float s[64];
+      float s[kBlockN / 2];
       bar_sync(my_turn, kThreads);
-      issue_qk<Elem>(s, q_wg, sK + (it % kS) * kTileBytes);
-      issue_pv<Elem>(o, a, sV + ((it - 1) % kS) * kTileBytes);
+      issue_qk<Sh, Elem>(s, q_wg, sK + (it % kS) * kTileBytes);
+      issue_pv<Sh, Elem>(o, a, sV + ((it - 1) % kS) * kTileBytes);
       bar_arrive(other_turn, kThreads);
       wgmma_wait<1>();  // S of tile nb
       fence_operands(s);
-      mask_tile(s, p, w, f, nb);
+      mask_tile<kBlockN>(s, p, w, f, nb);
       float corr[2];
-      online_softmax(s, m_run, l_run, sc, corr);
+      online_softmax<kBlockN>(s, m_run, l_run, sc, corr);
       wgmma_wait<0>();  // O += P V of tile nb - 1
       fence_operands(o);
       fence_operands(a);
       release(it - 1);
-      rescale_o(o, corr);
-      pack_p<Elem>(s, a);
+      rescale_o<kD>(o, corr);
+      pack_p<kBlockN, Elem>(s, a);
     }
     bar_sync(my_turn, kThreads);
-    issue_pv<Elem>(o, a, sV + ((it - 1) % kS) * kTileBytes);
+    issue_pv<Sh, Elem>(o, a, sV + ((it - 1) % kS) * kTileBytes);
     bar_arrive(other_turn, kThreads);
     wgmma_wait<0>();
     fence_operands(o);
@@ -545,7 +573,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     release(it - 1);
   }
   if (wg == 0) bar_sync(2, kThreads);
-  write_rows<Elem>(p, w, f, o, m_run, l_run, sc);
+  write_rows<kD, Elem>(p, w, f, o, m_run, l_run, sc);
 #else
   __trap();  // built for sm_90a only; any other target has no body
 #endif
@@ -557,7 +585,9 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
 // sequence's keys read as zeros; paged K/V are num_blocks blocks of page_block_size rows.
 // False when a call cannot be described (coordinates are 32-bit; strides multiples of 16
 // bytes): the cp.async kernel takes it.
+template <class Sh>
 bool make_kv_maps(const FlashFwdParams& p, CUtensorMap& map_k, CUtensorMap& map_v) {
+  constexpr int kBlockN = Sh::kBlockN;
   const bool paged = p.block_table != nullptr, varlen = p.cu_seqlens_k != nullptr;
   const int64_t rows = paged ? p.page_block_size : varlen ? p.kv_rows : p.seqlen_k;
   const int64_t outer = paged ? p.num_blocks : varlen ? 1 : p.batch;
@@ -566,7 +596,7 @@ bool make_kv_maps(const FlashFwdParams& p, CUtensorMap& map_k, CUtensorMap& map_
   const uint32_t box[4] = {64, paged ? 32u : static_cast<uint32_t>(kBlockN), 1, 1};
   auto one = [&](CUtensorMap& map, const void* ptr, int64_t row, int64_t head, int64_t batch) {
     if (outer == 1) batch = row;  // any valid stride: the coordinate is always 0
-    const uint64_t dims[4] = {kD, static_cast<uint64_t>(rows), static_cast<uint64_t>(p.num_heads_k),
+    const uint64_t dims[4] = {Sh::kD, static_cast<uint64_t>(rows), static_cast<uint64_t>(p.num_heads_k),
                               static_cast<uint64_t>(outer)};
     const uint64_t strides[3] = {static_cast<uint64_t>(row) * 2, static_cast<uint64_t>(head) * 2,
                                  static_cast<uint64_t>(batch) * 2};
@@ -598,25 +628,28 @@ void set_smem_once(Kernel kernel, int bytes, bool (&done)[64]) {
   }
 }
 
-template <class Elem, bool kPaged>
+template <int D, class Elem, bool kPaged>
 void launch(const FlashFwdParams& p, cudaStream_t st) {
+  using Sh = Shape<D>;
   const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
   const int m_blocks = (max_sq + kBlockM - 1) / kBlockM;
   const int64_t ctas = static_cast<int64_t>(m_blocks) * p.batch * p.num_heads;
   if (ctas <= 0) return;
   const dim3 grid(static_cast<unsigned>(ctas));
   CUtensorMap map_k, map_v;
-  if (use_tma() && make_kv_maps(p, map_k, map_v)) {
-    auto kernel = fwd_kernel_tma<Elem, kPaged>;
+  if (use_tma() && make_kv_maps<Sh>(p, map_k, map_v)) {
+    auto kernel = fwd_kernel_tma<Sh, Elem, kPaged>;
+    constexpr int smem = Sh::template kSmem<false>;
     static bool smem_set[64] = {};
-    set_smem_once(kernel, kSmem<false>, smem_set);
-    WICK_CUDA_CHECK(launch_programmatic(kernel, grid, dim3(kTmaThreads), kSmem<false>, st, p, m_blocks, map_k, map_v));
+    set_smem_once(kernel, smem, smem_set);
+    WICK_CUDA_CHECK(launch_programmatic(kernel, grid, dim3(kTmaThreads), smem, st, p, m_blocks, map_k, map_v));
     return;
   }
-  auto kernel = fwd_kernel<Elem, kPaged>;
+  auto kernel = fwd_kernel<Sh, Elem, kPaged>;
+  constexpr int smem = Sh::template kSmem<kPaged>;
   static bool smem_set[64] = {};
-  set_smem_once(kernel, kSmem<kPaged>, smem_set);
-  WICK_CUDA_CHECK(launch_programmatic(kernel, grid, dim3(kThreads), kSmem<kPaged>, st, p, m_blocks));
+  set_smem_once(kernel, smem, smem_set);
+  WICK_CUDA_CHECK(launch_programmatic(kernel, grid, dim3(kThreads), smem, st, p, m_blocks));
 }
 
 }  // namespace
@@ -637,7 +670,8 @@ bool available() {
 }
 
 bool covers(const FlashFwdParams& p) {
-  return p.head_size == kD && (p.block_table == nullptr || p.page_block_size % 32 == 0) &&
+  return (p.head_size == 64 || p.head_size == 128 || p.head_size == 256) &&
+         (p.block_table == nullptr || p.page_block_size % 32 == 0) &&
          p.alibi_slopes == nullptr && !(p.softcap > 0.f) && p.softmax_scale > 0.f &&
          p.mm_prefix_ranges == nullptr && p.num_splits <= 1 &&
          (p.dtype == FlashDType::BF16 || WICK_FLASH_WANT_F16) &&
@@ -645,16 +679,28 @@ bool covers(const FlashFwdParams& p) {
                  p.num_heads <= 0x7fffffff;
 }
 
-void run(const FlashFwdParams& p, void* stream) {
-  auto st = static_cast<cudaStream_t>(stream);
+namespace {
+template <int D>
+void run_head_size(const FlashFwdParams& p, cudaStream_t st) {
   if (p.dtype == FlashDType::BF16) {
-    if (p.block_table) launch<__nv_bfloat16, true>(p, st);
-    else launch<__nv_bfloat16, false>(p, st);
+    if (p.block_table) launch<D, __nv_bfloat16, true>(p, st);
+    else launch<D, __nv_bfloat16, false>(p, st);
   } else {
 #if WICK_FLASH_WANT_F16
-    if (p.block_table) launch<__half, true>(p, st);
-    else launch<__half, false>(p, st);
+    if (p.block_table) launch<D, __half, true>(p, st);
+    else launch<D, __half, false>(p, st);
 #endif
+  }
+}
+}  // namespace
+
+void run(const FlashFwdParams& p, void* stream) {
+  auto st = static_cast<cudaStream_t>(stream);
+  switch (p.head_size) {
+    case 64: return run_head_size<64>(p, st);
+    case 128: return run_head_size<128>(p, st);
+    case 256: return run_head_size<256>(p, st);
+    default: throw Error("C13", "flash_fwd_sm90: head size " + std::to_string(p.head_size) + " is not covered");
   }
 }
 

@@ -147,54 +147,66 @@ __device__ __forceinline__ void setmaxnreg_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
 }
 
-// The 64 accumulator operands of an m64n128 wgmma.
-#define WICK_WGMMA_D64 \
+// Accumulator operands of an m64nN wgmma (N / 2 per thread) and their register lists.
+#define WICK_WGMMA_D32 \
   "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define WICK_WGMMA_D64 \
+  WICK_WGMMA_D32, \
   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+#define WICK_WGMMA_R32 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}"
+#define WICK_WGMMA_R64 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}"
+// One wgmma statement: SHAPE "m64nNk16", TYPES "bf16.bf16" or "f16.f16", REGS the accumulator
+// list, the numbers of the operands after it, then the accumulator operands.
+#define WICK_WGMMA_SS(SHAPE, TYPES, REGS, IA, IB, IACC, ...)                                 \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IACC ", 0;\n"                            \
+               "wgmma.mma_async.sync.aligned." SHAPE ".f32." TYPES " " REGS ", %" IA ", %" IB  \
+               ", p, 1, 1, 0, 0;\n}\n"                                                        \
+               : __VA_ARGS__                                                                  \
+               : "l"(desc_a), "l"(desc_b), "r"(accumulate))
+#define WICK_WGMMA_RS(SHAPE, TYPES, REGS, IA, IB, IACC, ...)                                    \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IACC ", 0;\n"                               \
+               "wgmma.mma_async.sync.aligned." SHAPE ".f32." TYPES " " REGS ", " IA ", %" IB     \
+               ", p, 1, 1, 1;\n}\n"                                                              \
+               : __VA_ARGS__                                                                     \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate))
 
-// D (64 x 128) (+)= A * B, A and B from shared memory (both K-major). accumulate = 0 sets
-// D = A * B (the previous D is ignored).
-template <class Elem>
-__device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int accumulate) {
-  if constexpr (std::is_same_v<Elem, __nv_bfloat16>) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-                 : WICK_WGMMA_D64
-                 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-  } else {
-    static_assert(std::is_same_v<Elem, __half>, "bf16 or f16 inputs");
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-                 : WICK_WGMMA_D64
-                 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-  }
+// D (64 x N) (+)= A * B for N = 64 or 128, A and B from shared memory (both K-major).
+// accumulate = 0 sets D = A * B (the previous D is ignored).
+template <int N, class Elem>
+__device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  static_assert(N == 64 || N == 128, "m64n64k16 or m64n128k16");
+  static_assert(std::is_same_v<Elem, __nv_bfloat16> || std::is_same_v<Elem, __half>, "bf16 or f16 inputs");
+  constexpr bool kBf16 = std::is_same_v<Elem, __nv_bfloat16>;
+  if constexpr (N == 64 && kBf16) WICK_WGMMA_SS("m64n64k16", "bf16.bf16", WICK_WGMMA_R32, "32", "33", "34", WICK_WGMMA_D32);
+  if constexpr (N == 64 && !kBf16) WICK_WGMMA_SS("m64n64k16", "f16.f16", WICK_WGMMA_R32, "32", "33", "34", WICK_WGMMA_D32);
+  if constexpr (N == 128 && kBf16) WICK_WGMMA_SS("m64n128k16", "bf16.bf16", WICK_WGMMA_R64, "64", "65", "66", WICK_WGMMA_D64);
+  if constexpr (N == 128 && !kBf16) WICK_WGMMA_SS("m64n128k16", "f16.f16", WICK_WGMMA_R64, "64", "65", "66", WICK_WGMMA_D64);
 }
 
-// D (64 x 128) (+)= A * B, A from registers (layout above), B from shared memory MN-major
-// (read transposed).
-template <class Elem>
-__device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b,
-                                                    int accumulate) {
-  if constexpr (std::is_same_v<Elem, __nv_bfloat16>) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
-                 : WICK_WGMMA_D64
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
-  } else {
-    static_assert(std::is_same_v<Elem, __half>, "bf16 or f16 inputs");
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
-                 : WICK_WGMMA_D64
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
-  }
+// D (64 x N) (+)= A * B for N = 64 or 128, A from registers (layout above), B from shared
+// memory MN-major (read transposed).
+template <int N, class Elem>
+__device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int accumulate) {
+  static_assert(N == 64 || N == 128, "m64n64k16 or m64n128k16");
+  static_assert(std::is_same_v<Elem, __nv_bfloat16> || std::is_same_v<Elem, __half>, "bf16 or f16 inputs");
+  constexpr bool kBf16 = std::is_same_v<Elem, __nv_bfloat16>;
+  if constexpr (N == 64 && kBf16) WICK_WGMMA_RS("m64n64k16", "bf16.bf16", WICK_WGMMA_R32, "{%32,%33,%34,%35}", "36", "37", WICK_WGMMA_D32);
+  if constexpr (N == 64 && !kBf16) WICK_WGMMA_RS("m64n64k16", "f16.f16", WICK_WGMMA_R32, "{%32,%33,%34,%35}", "36", "37", WICK_WGMMA_D32);
+  if constexpr (N == 128 && kBf16) WICK_WGMMA_RS("m64n128k16", "bf16.bf16", WICK_WGMMA_R64, "{%64,%65,%66,%67}", "68", "69", WICK_WGMMA_D64);
+  if constexpr (N == 128 && !kBf16) WICK_WGMMA_RS("m64n128k16", "f16.f16", WICK_WGMMA_R64, "{%64,%65,%66,%67}", "68", "69", WICK_WGMMA_D64);
 }
 
+#undef WICK_WGMMA_RS
+#undef WICK_WGMMA_SS
+#undef WICK_WGMMA_R64
+#undef WICK_WGMMA_R32
 #undef WICK_WGMMA_D64
+#undef WICK_WGMMA_D32
 
 }  // namespace wick::kernels::flash::sm90
