@@ -42,6 +42,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -57,40 +58,43 @@
 namespace wick::kernels::flash::sm90 {
 namespace {
 
-constexpr int kBlockM = 128;  // query rows per CTA: two warpgroups of 64
-constexpr int kThreads = 256;
-
-// The tile shape of one head size D (64, 128 or 256: the channels of Q, K, V and O, in
-// 64-channel panels). Keys per tile: 128, or 64 at D = 256, where a 64 x 256 f32 O per
-// warpgroup already takes 128 registers per thread. Shared-memory stages of K/V: three up to
-// D = 128 (tiles j + 1 and j + 2 load while tile j computes; measured 0.5-1.5% faster than
-// two at D = 128 on the H200), two in the cp.async kernel when paged (its block ids are read
-// one tile ahead), two at D = 256 (Q and two stages take 192 KiB).
-template <int D>
+// The tile shape of one kernel instance: head size D (64, 128 or 256: the channels of Q, K,
+// V and O, in 64-channel panels) and M query rows per CTA, one warpgroup (128 threads) per 64
+// rows. Keys per tile: 128, or 64 at D = 256, where a 64 x 256 f32 O per warpgroup already
+// takes 128 registers per thread. Shared-memory stages of K/V: three up to D = 128 (tiles
+// j + 1 and j + 2 load while tile j computes; measured 0.5-1.5% faster than two at D = 128 on
+// the H200), two in the cp.async kernel when paged (its block ids are read one tile ahead),
+// two at D = 256 (Q and two stages take 192 KiB).
+template <int D, int M = 128>
 struct Shape {
   static constexpr int kD = D;
+  static constexpr int kBlockM = M;
+  static constexpr int kWarpgroups = M / 64;
+  static constexpr int kThreads = 128 * kWarpgroups;  // the consumers (all threads of fwd_kernel)
   static constexpr int kBlockN = D > 128 ? 64 : 128;
   static constexpr uint32_t kTileBytes = kBlockN * D * 2;  // one swizzled K or V tile
-  static constexpr uint32_t kQBytes = kBlockM * D * 2;     // the swizzled Q tile
+  static constexpr uint32_t kQBytes = M * D * 2;           // the swizzled Q tile
   template <bool kPaged>
   static constexpr int kStages = (kPaged || D > 128) ? 2 : 3;
   // Q, the K/V stages, 1024-byte alignment slack.
   template <bool kPaged>
   static constexpr int kSmem = 1024 + kQBytes + 2 * kStages<kPaged> * kTileBytes;
   static_assert(D % 64 == 0 && kBlockN % 32 == 0, "whole 64-channel panels, whole 32-key quarters");
+  static_assert(M % 64 == 0 && (M * 128) % 1024 == 0, "whole warpgroups; Q panels on 1024-byte boundaries");
 };
+constexpr int kMinBlockM = 128;  // the smallest M of any instance
 
 // Issues the cp.async copies of a kRows x D swizzled tile (Q: kBlockM rows, K/V: kBlockN)
-// at `dst`: row r comes from rows + r * row_stride; rows at or past `valid` are zero-filled
-// (no read). Thread tid copies one 16-byte column chunk of every kRowStep-th row from row
-// tid / (D / 8), and kRowStep (a multiple of 8) rows keep a row's swizzle pattern (it repeats
-// every 8 rows), so each copy after the first costs one address add in shared and in global
-// memory.
-template <int D, int kRows, class Elem>
+// at `dst` from the Sh::kThreads consumer threads: row r comes from rows + r * row_stride;
+// rows at or past `valid` are zero-filled (no read). Thread tid copies one 16-byte column
+// chunk of every kRowStep-th row from row tid / (D / 8), and kRowStep (a multiple of 8) rows
+// keep a row's swizzle pattern (it repeats every 8 rows), so each copy after the first costs
+// one address add in shared and in global memory.
+template <class Sh, int kRows, class Elem>
 __device__ __forceinline__ void load_swizzled(uint32_t dst, const Elem* rows, int64_t row_stride, int valid,
                                               int tid) {
-  constexpr int kChunksPerRow = D / 8;
-  constexpr int kRowStep = kThreads / kChunksPerRow;
+  constexpr int kChunksPerRow = Sh::kD / 8;
+  constexpr int kRowStep = Sh::kThreads / kChunksPerRow;
   static_assert(kRowStep % 8 == 0 && kRows % kRowStep == 0, "a thread's rows share one swizzle pattern");
   const int row = tid / kChunksPerRow, col = (tid % kChunksPerRow) * 8;
   const uint32_t d0 = dst + swizzled_offset(kRows, row, col);
@@ -117,8 +121,9 @@ struct TileWork {
   SeqBounds sb;
   Range<int> unmasked;  // keys every row of the tile sees: tiles inside need no mask
 };
-template <int kBlockN>
+template <class Sh>
 __device__ __forceinline__ bool find_tile(const FlashFwdParams& p, int m_blocks, TileWork& w) {
+  constexpr int kBlockM = Sh::kBlockM, kBlockN = Sh::kBlockN;
   w.h = static_cast<int>(blockIdx.x % p.num_heads);
   const int rest = static_cast<int>(blockIdx.x / p.num_heads);
   w.b = rest % p.batch;
@@ -151,7 +156,7 @@ __device__ __forceinline__ void issue_qk(float (&s)[Sh::kBlockN / 2], uint32_t q
 #pragma unroll
   for (int ks = 0; ks < Sh::kD / 16; ++ks) {
     const uint32_t panel = (ks / 4), step = (ks % 4) * 32;
-    wgmma_ss<Sh::kBlockN, Elem>(s, make_desc(q_wg + panel * (kBlockM * 128) + step, 16, 1024),
+    wgmma_ss<Sh::kBlockN, Elem>(s, make_desc(q_wg + panel * (Sh::kBlockM * 128) + step, 16, 1024),
                                 make_desc(k_s + panel * (Sh::kBlockN * 128) + step, 16, 1024), ks > 0);
   }
   wgmma_commit();
@@ -271,9 +276,10 @@ __device__ __forceinline__ void write_rows(const FlashFwdParams& p, const TileWo
 // paged K/V (kPaged, through p.block_table), and unpaged calls the copy engine cannot
 // describe. Separate instances, so the unpaged loads keep their registers and schedule.
 template <class Sh, class Elem, bool kPaged>
-__global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const FlashFwdParams p, int m_blocks) {
+__global__ void __launch_bounds__(Sh::kThreads, 1) fwd_kernel(const FlashFwdParams p, int m_blocks) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kD = Sh::kD, kBlockN = Sh::kBlockN, kS = Sh::template kStages<kPaged>;
+  constexpr int kBlockM = Sh::kBlockM, kThreads = Sh::kThreads;
   constexpr uint32_t kTileBytes = Sh::kTileBytes;
   extern __shared__ unsigned char smem_raw[];
   if (call_faulted(p)) {
@@ -281,7 +287,7 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const FlashFwdParams p
     return;
   }
   TileWork w;
-  if (!find_tile<kBlockN>(p, m_blocks, w)) return;
+  if (!find_tile<Sh>(p, m_blocks, w)) return;
   const int b = w.b, nb_lo = w.nb_lo, nb_hi = w.nb_hi;
   const SeqBounds& sb = w.sb;
 
@@ -319,8 +325,8 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const FlashFwdParams p
       const int64_t k0 = packed_kv_offset(b, sb, t0, p.k_batch_stride, p.k_row_stride);
       const int64_t v0 = packed_kv_offset(b, sb, t0, p.v_batch_stride, p.v_row_stride);
       const int valid = min(kBlockN, sb.sk - t0);
-      load_swizzled<kD, kBlockN>(dk, gk + k0, p.k_row_stride, valid, tid);
-      load_swizzled<kD, kBlockN>(dv, gv + v0, p.v_row_stride, valid, tid);
+      load_swizzled<Sh, kBlockN>(dk, gk + k0, p.k_row_stride, valid, tid);
+      load_swizzled<Sh, kBlockN>(dv, gv + v0, p.v_row_stride, valid, tid);
     } else {
       // bands of kBand rows, one 16-byte column chunk per thread: a quarter is 32 / kBand bands
       constexpr int kBand = kThreads / (kD / 8);
@@ -349,7 +355,7 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const FlashFwdParams p
   };
 
   // 1. Q, and the first key tiles
-  load_swizzled<kD, kBlockM>(sQ, gq + q0, p.q_row_stride, w.r_end - w.r0, tid);
+  load_swizzled<Sh, kBlockM>(sQ, gq + q0, p.q_row_stride, w.r_end - w.r0, tid);
   if (nb_lo < nb_hi) load_kv(nb_lo, 0, false);
   prefetch_blocks(nb_lo + 1);
   cp_async_commit();
@@ -403,23 +409,27 @@ __device__ __forceinline__ void st_shared_zero16(uint32_t addr) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(addr), "r"(0) : "memory");
 }
 
-// The kernel with the copy engine: a producer warpgroup (warps 8-11, of which warp 8 works;
-// 24 registers per thread, so the consumers get 240: an SM sub-partition's 16K registers
-// hold one producer and two consumer warps) issues each K/V tile as bulk tensor copies in the
+// The kernel with the copy engine: a producer warpgroup (the last four warps, of which the
+// first works; 24 registers per thread, so two consumer warpgroups get 240 each and three
+// get 160: an SM sub-partition's 16K registers hold one producer warp and the consumer warps)
+// issues each K/V tile as bulk tensor copies in the
 // 128-byte swizzle, into kStages<false> stages: unpaged, one copy per 64-channel panel of K
 // and of V; paged (kPaged), one per panel and 32-key quarter, each quarter from the block its
 // page names in the table (pages are multiples of 32 keys). "Full" barriers say a stage has
-// landed, "empty" barriers that both consumer warpgroups are done with it, so no block barrier
-// ties the warpgroups to each other. The consumers take turns issuing their products (named
-// barriers 2 and 3), and each issues S of tile j together with O += P V of tile j - 1, so its
-// softmax of tile j runs while its own and the other warpgroup's products do.
-constexpr int kTmaThreads = kThreads + 128;
+// landed, "empty" barriers that every consumer warpgroup is done with it, so no block barrier
+// ties the warpgroups to each other. The consumers take turns issuing their products, in
+// warpgroup order (named barriers 2, 3, ...), and each issues S of tile j together with
+// O += P V of tile j - 1, so its softmax of tile j runs while its own and the other
+// warpgroups' products do.
 template <class Sh, class Elem, bool kPaged>
-__global__ void __launch_bounds__(kTmaThreads, 1)
+__global__ void __launch_bounds__(Sh::kThreads + 128, 1)
     fwd_kernel_tma(const FlashFwdParams p, int m_blocks, const __grid_constant__ CUtensorMap map_k,
                    const __grid_constant__ CUtensorMap map_v) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int kD = Sh::kD, kBlockN = Sh::kBlockN;
+  constexpr int kD = Sh::kD, kBlockN = Sh::kBlockN, kBlockM = Sh::kBlockM, kThreads = Sh::kThreads;
+  constexpr int kWG = Sh::kWarpgroups;
+  // registers per consumer thread: what the producer's 24 leave, in steps of 8, at most 240
+  constexpr int kConsumerRegs = std::min(240, ((65536 - 128 * 24) / kThreads) / 8 * 8);
   constexpr uint32_t kTileBytes = Sh::kTileBytes;
   constexpr int kS = Sh::template kStages<false>;  // paged or not: the producer reads block ids itself
   extern __shared__ unsigned char smem_raw[];
@@ -429,7 +439,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     return;
   }
   TileWork w;
-  if (!find_tile<kBlockN>(p, m_blocks, w)) return;
+  if (!find_tile<Sh>(p, m_blocks, w)) return;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;  // swizzled panels: 1024-byte aligned
   const uint32_t sQ = base, sK = base + Sh::kQBytes, sV = sK + kS * kTileBytes;
@@ -497,12 +507,12 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     return;
   }
 
-  setmaxnreg_inc<240>();
+  setmaxnreg_inc<kConsumerRegs>();
   // 1. Q by the consumer threads (cp.async), published among them by named barrier 1.
   const int wg = warp / 4;
   const Fragment f{w.r0 + 64 * wg + 16 * (warp % 4) + lane / 4, lane % 4};
   const Elem* gq = static_cast<const Elem*>(p.q);
-  load_swizzled<kD, kBlockM>(sQ, gq + q_offset(p, w.b, w.sb, w.r0, w.h), p.q_row_stride, w.r_end - w.r0, tid);
+  load_swizzled<Sh, kBlockM>(sQ, gq + q_offset(p, w.b, w.sb, w.r0, w.h), p.q_row_stride, w.r_end - w.r0, tid);
   cp_async_commit();
   cp_async_wait<0>();
   fence_proxy_async();
@@ -514,11 +524,13 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
   const float sc = p.softmax_scale * kLog2e;
   const uint32_t q_wg = sQ + wg * 64 * 128;
-  // Turns: warpgroup g issues its products after bar_sync(2 + g) and hands the turn over
-  // with bar_arrive(3 - g); warpgroup 0 goes first (warpgroup 1's arrival before the loop)
-  // and takes the last hand-over after it, so every barrier sees matched arrivals.
-  const int my_turn = 2 + wg, other_turn = 3 - wg;
-  if (wg == 1) bar_arrive(2, kThreads);
+  // Turns: warpgroup g issues its products after bar_sync(2 + g) and hands the turn to the
+  // next warpgroup with bar_arrive(2 + (g + 1) % kWG); each barrier counts the two
+  // warpgroups of a hand-over. Warpgroup 0 goes first (the last one's arrival before the
+  // loop) and takes the last hand-over after it, so every barrier sees matched arrivals.
+  constexpr int kTurn = 256;
+  const int my_turn = 2 + wg, next_turn = 2 + (wg + 1) % kWG;
+  if (wg == kWG - 1) bar_arrive(2, kTurn);
 
   // 2. the key loop: S of tile j is issued together with O += P V of tile j - 1, and the
   //    softmax of tile j runs while that product does (O is rescaled after it).
@@ -534,9 +546,9 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     {
       wait_tile(w.nb_lo, 0);
       float s[kBlockN / 2];
-      bar_sync(my_turn, kThreads);
+      bar_sync(my_turn, kTurn);
       issue_qk<Sh, Elem>(s, q_wg, sK);
-      bar_arrive(other_turn, kThreads);
+      bar_arrive(next_turn, kTurn);
       wgmma_wait<0>();
       fence_operands(s);
       mask_tile<kBlockN>(s, p, w, f, w.nb_lo);
@@ -548,10 +560,10 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     for (int nb = w.nb_lo + 1; nb < w.nb_hi; ++nb, ++it) {
       wait_tile(nb, it);
       float s[kBlockN / 2];
-      bar_sync(my_turn, kThreads);
+      bar_sync(my_turn, kTurn);
       issue_qk<Sh, Elem>(s, q_wg, sK + (it % kS) * kTileBytes);
       issue_pv<Sh, Elem>(o, a, sV + ((it - 1) % kS) * kTileBytes);
-      bar_arrive(other_turn, kThreads);
+      bar_arrive(next_turn, kTurn);
       wgmma_wait<1>();  // S of tile nb
       fence_operands(s);
       mask_tile<kBlockN>(s, p, w, f, nb);
@@ -564,15 +576,15 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
       rescale_o<kD>(o, corr);
       pack_p<kBlockN, Elem>(s, a);
     }
-    bar_sync(my_turn, kThreads);
+    bar_sync(my_turn, kTurn);
     issue_pv<Sh, Elem>(o, a, sV + ((it - 1) % kS) * kTileBytes);
-    bar_arrive(other_turn, kThreads);
+    bar_arrive(next_turn, kTurn);
     wgmma_wait<0>();
     fence_operands(o);
     fence_operands(a);
     release(it - 1);
   }
-  if (wg == 0) bar_sync(2, kThreads);
+  if (wg == 0) bar_sync(2, kTurn);
   write_rows<kD, Elem>(p, w, f, o, m_run, l_run, sc);
 #else
   __trap();  // built for sm_90a only; any other target has no body
@@ -628,28 +640,57 @@ void set_smem_once(Kernel kernel, int bytes, bool (&done)[64]) {
   }
 }
 
-template <int D, class Elem, bool kPaged>
-void launch(const FlashFwdParams& p, cudaStream_t st) {
-  using Sh = Shape<D>;
+// The grid of an instance: (query tile, head, sequence) CTAs, and the number of query tiles.
+template <class Sh>
+bool grid_of(const FlashFwdParams& p, dim3& grid, int& m_blocks) {
   const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
-  const int m_blocks = (max_sq + kBlockM - 1) / kBlockM;
+  m_blocks = (max_sq + Sh::kBlockM - 1) / Sh::kBlockM;
   const int64_t ctas = static_cast<int64_t>(m_blocks) * p.batch * p.num_heads;
-  if (ctas <= 0) return;
-  const dim3 grid(static_cast<unsigned>(ctas));
+  grid = dim3(static_cast<unsigned>(ctas));
+  return ctas > 0;
+}
+
+// The copy-engine kernel of shape Sh; false (nothing launched) when the copy engine cannot
+// describe the call's K/V.
+template <class Sh, class Elem, bool kPaged>
+bool launch_tma(const FlashFwdParams& p, cudaStream_t st) {
   CUtensorMap map_k, map_v;
-  if (use_tma() && make_kv_maps<Sh>(p, map_k, map_v)) {
-    auto kernel = fwd_kernel_tma<Sh, Elem, kPaged>;
-    constexpr int smem = Sh::template kSmem<false>;
-    static bool smem_set[64] = {};
-    set_smem_once(kernel, smem, smem_set);
-    WICK_CUDA_CHECK(launch_programmatic(kernel, grid, dim3(kTmaThreads), smem, st, p, m_blocks, map_k, map_v));
-    return;
-  }
-  auto kernel = fwd_kernel<Sh, Elem, kPaged>;
-  constexpr int smem = Sh::template kSmem<kPaged>;
+  if (!make_kv_maps<Sh>(p, map_k, map_v)) return false;
+  dim3 grid;
+  int m_blocks = 0;
+  if (!grid_of<Sh>(p, grid, m_blocks)) return true;
+  auto kernel = fwd_kernel_tma<Sh, Elem, kPaged>;
+  constexpr int smem = Sh::template kSmem<false>;
   static bool smem_set[64] = {};
   set_smem_once(kernel, smem, smem_set);
-  WICK_CUDA_CHECK(launch_programmatic(kernel, grid, dim3(kThreads), smem, st, p, m_blocks));
+  WICK_CUDA_CHECK(
+      launch_programmatic(kernel, grid, dim3(Sh::kThreads + 128), smem, st, p, m_blocks, map_k, map_v));
+  return true;
+}
+
+// Head size 64 runs three consumer warpgroups (192 query rows) in the copy-engine kernel:
+// its products are half as long as at 128 while the softmax per key tile is not, and a
+// third warpgroup's products cover it. Not for causal (or right-bounded window) calls of at
+// most 1024 query rows per sequence, where the wider tile's masked corner costs more than
+// that gains (both measured on the H200, bench/RESULTS.md).
+template <int D, class Elem, bool kPaged>
+void launch(const FlashFwdParams& p, cudaStream_t st) {
+  if (use_tma()) {
+    if constexpr (D == 64) {
+      const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
+      if ((p.window_right < 0 || max_sq > 1024) && launch_tma<Shape<D, 192>, Elem, kPaged>(p, st)) return;
+    }
+    if (launch_tma<Shape<D>, Elem, kPaged>(p, st)) return;
+  }
+  dim3 grid;
+  int m_blocks = 0;
+  using ShC = Shape<D>;
+  if (!grid_of<ShC>(p, grid, m_blocks)) return;
+  auto kernel = fwd_kernel<ShC, Elem, kPaged>;
+  constexpr int smem = ShC::template kSmem<kPaged>;
+  static bool smem_set[64] = {};
+  set_smem_once(kernel, smem, smem_set);
+  WICK_CUDA_CHECK(launch_programmatic(kernel, grid, dim3(ShC::kThreads), smem, st, p, m_blocks));
 }
 
 }  // namespace
@@ -675,7 +716,7 @@ bool covers(const FlashFwdParams& p) {
          p.alibi_slopes == nullptr && !(p.softcap > 0.f) && p.softmax_scale > 0.f &&
          p.mm_prefix_ranges == nullptr && p.num_splits <= 1 &&
          (p.dtype == FlashDType::BF16 || WICK_FLASH_WANT_F16) &&
-         static_cast<int64_t>((p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q) + kBlockM - 1) / kBlockM * p.batch *
+         static_cast<int64_t>((p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q) + kMinBlockM - 1) / kMinBlockM * p.batch *
                  p.num_heads <= 0x7fffffff;
 }
 
