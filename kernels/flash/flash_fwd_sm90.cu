@@ -74,6 +74,10 @@ struct Shape {
   static constexpr int kBlockN = D > 128 ? 64 : 128;
   static constexpr uint32_t kTileBytes = kBlockN * D * 2;  // one swizzled K or V tile
   static constexpr uint32_t kQBytes = M * D * 2;           // the swizzled Q tile
+  // Copy-engine kernel: K and V in separate rings of stages (below), at D = 256 only, where
+  // its two stages leave no slack otherwise (measured on the H200: d256 +25-35%; d64, d128
+  // and paged calls 1-12% slower, so they keep one ring for the pair).
+  static constexpr bool kSplitKV = D > 128;
   template <bool kPaged>
   static constexpr int kStages = (kPaged || D > 128) ? 2 : 3;
   // Q, the K/V stages, 1024-byte alignment slack.
@@ -410,17 +414,19 @@ __device__ __forceinline__ void st_shared_zero16(uint32_t addr) {
 }
 
 // The kernel with the copy engine: a producer warpgroup (the last four warps, of which the
-// first works; 24 registers per thread, so two consumer warpgroups get 240 each and three
-// get 160: an SM sub-partition's 16K registers hold one producer warp and the consumer warps)
-// issues each K/V tile as bulk tensor copies in the
-// 128-byte swizzle, into kStages<false> stages: unpaged, one copy per 64-channel panel of K
-// and of V; paged (kPaged), one per panel and 32-key quarter, each quarter from the block its
-// page names in the table (pages are multiples of 32 keys). "Full" barriers say a stage has
-// landed, "empty" barriers that every consumer warpgroup is done with it, so no block barrier
-// ties the warpgroups to each other. The consumers take turns issuing their products, in
-// warpgroup order (named barriers 2, 3, ...), and each issues S of tile j together with
-// O += P V of tile j - 1, so its softmax of tile j runs while its own and the other
-// warpgroups' products do.
+// first works; 24 registers per thread, so two consumer warpgroups get 240 each, or 32 and
+// three get 160: an SM sub-partition's 16K registers hold one producer warp and the consumer
+// warps) issues each K/V tile as bulk tensor copies in the 128-byte swizzle, into
+// kStages<false> stages: unpaged, one copy per 64-channel panel of K and of V; paged
+// (kPaged), one per panel and 32-key quarter, each quarter from the block its page names in
+// the table (pages are multiples of 32 keys). "Full" barriers say a stage has landed, "empty"
+// barriers that every consumer warp is done with it, so no block barrier ties the
+// warpgroups to each other. One ring of stages holds a tile's K and V together; with
+// Sh::kSplitKV, K and V have rings of their own, and a K stage is free for the tile kStages
+// ahead as soon as S is computed, before O += P V has read the V stage beside it. The
+// consumers take turns issuing their products, in warpgroup order (named barriers 2, 3, ...),
+// and each issues S of tile j together with O += P V of tile j - 1, so its softmax of tile j
+// runs while its own and the other warpgroups' products do.
 template <class Sh, class Elem, bool kPaged>
 __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
     fwd_kernel_tma(const FlashFwdParams p, int m_blocks, const __grid_constant__ CUtensorMap map_k,
@@ -428,12 +434,19 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kD = Sh::kD, kBlockN = Sh::kBlockN, kBlockM = Sh::kBlockM, kThreads = Sh::kThreads;
   constexpr int kWG = Sh::kWarpgroups;
-  // registers per consumer thread: what the producer's 24 leave, in steps of 8, at most 240
-  constexpr int kConsumerRegs = std::min(240, ((65536 - 128 * 24) / kThreads) / 8 * 8);
+  constexpr bool kSplitKV = Sh::kSplitKV;
+  // Registers per thread after setmaxnreg: the block launches with 65536 / threads (rounded
+  // down to 8) each, and the warpgroups' new budgets must fit that pool: 24 for the producer
+  // and 240 for two consumer warpgroups (64512 in all); 32 and 160 for three (65536).
+  constexpr int kProducerRegs = kWG == 2 ? 24 : 32;
+  constexpr int kConsumerRegs = std::min(240, ((65536 - 128 * kProducerRegs) / kThreads) / 8 * 8);
+  static_assert(128 * kProducerRegs + kThreads * kConsumerRegs <= (65536 / (kThreads + 128)) / 8 * 8 * (kThreads + 128),
+                "the register budgets fit the block's pool");
   constexpr uint32_t kTileBytes = Sh::kTileBytes;
   constexpr int kS = Sh::template kStages<false>;  // paged or not: the producer reads block ids itself
   extern __shared__ unsigned char smem_raw[];
-  __shared__ __align__(8) uint64_t barriers[2 * kS + 1];  // full[kS], empty[kS], tail
+  // full_k[kS], full_v[kS], empty_k[kS], empty_v[kS], tail
+  __shared__ __align__(8) uint64_t barriers[4 * kS + 1];
   if (call_faulted(p)) {
     write_fault_outputs<Elem>(p, blockIdx.x, gridDim.x);
     return;
@@ -443,10 +456,10 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;  // swizzled panels: 1024-byte aligned
   const uint32_t sQ = base, sK = base + Sh::kQBytes, sV = sK + kS * kTileBytes;
-  const uint32_t full0 = smem_addr(&barriers[0]), empty0 = smem_addr(&barriers[kS]);
-  const uint32_t tail = smem_addr(&barriers[2 * kS]);
+  const uint32_t full_k = smem_addr(&barriers[0]), full_v = full_k + 8 * kS;
+  const uint32_t empty_k = full_v + 8 * kS, empty_v = empty_k + 8 * kS, tail = empty_v + 8 * kS;
   if (tid == 0) {
-    for (int s = 0; s < kS; ++s) mbar_init(full0 + 8 * s, 1), mbar_init(empty0 + 8 * s, kThreads / 32);
+    for (int s = 0; s < 2 * kS; ++s) mbar_init(full_k + 8 * s, 1), mbar_init(empty_k + 8 * s, kThreads / 32);
     mbar_init(tail, 1);
     fence_barrier_init();
   }
@@ -460,40 +473,61 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
   auto straddles_sk = [&](int nb) { return zero_tail && (nb + 1) * kBlockN > w.sb.sk; };
 
   if (warp >= kThreads / 32) {  // the producer warpgroup
-    setmaxnreg_dec<24>();
+    setmaxnreg_dec<kProducerRegs>();
     if (warp != kThreads / 32) return;
-    for (int nb = w.nb_lo, it = 0; nb < w.nb_hi; ++nb, ++it) {
-      const int stage = it % kS;
-      if (it >= kS) mbar_wait(empty0 + 8 * stage, (it / kS - 1) & 1);
-      const uint32_t full = full0 + 8 * stage, dk = sK + stage * kTileBytes, dv = sV + stage * kTileBytes;
+    // Asks for key tile nb of K or V (map, to shared address dst; with `both`, also of V to
+    // dst_v), landing on barrier full; the caller announces the bytes on `full` first
+    // (tile_bytes per tensor).
+    auto tile_bytes = [&](int nb) -> uint32_t {
+      if constexpr (kPaged) return min(kBlockN / 32, (w.sb.sk - nb * kBlockN + 31) / 32) * (32 * kD * 2);
+      return kTileBytes;
+    };
+    auto copy_tile = [&](const CUtensorMap* map, uint32_t dst, bool both, uint32_t dst_v, uint32_t full, int nb) {
       const int t0 = nb * kBlockN;
-      if (lane == 0) {
-        if constexpr (kPaged) {
-          const int quarters = min(kBlockN / 32, (w.sb.sk - t0 + 31) / 32);
-          mbar_arrive_expect_tx(full, quarters * 2 * (32 * kD * 2));
-          for (int q = 0; q < quarters; ++q) {
-            const int tq = t0 + 32 * q, pg = tq / p.page_block_size;
-            const int blk = page_block(p, w.b, pg), in_page = tq - pg * p.page_block_size;
-#pragma unroll
-            for (int panel = 0; panel < kD / 64; ++panel) {
-              const uint32_t at = panel * kBlockN * 128 + q * 32 * 128;
-              tma_load_4d(dk + at, &map_k, full, panel * 64, in_page, w.hk, blk);
-              tma_load_4d(dv + at, &map_v, full, panel * 64, in_page, w.hk, blk);
-            }
-          }
-        } else {
-          const bool varlen = p.cu_seqlens_k != nullptr;
-          const int row = static_cast<int>(w.sb.k_start) + t0, seq = varlen ? 0 : w.b;
-          mbar_arrive_expect_tx(full, 2 * kTileBytes);
+      if constexpr (kPaged) {
+        const int quarters = min(kBlockN / 32, (w.sb.sk - t0 + 31) / 32);
+        for (int q = 0; q < quarters; ++q) {
+          const int tq = t0 + 32 * q, pg = tq / p.page_block_size;
+          const int blk = page_block(p, w.b, pg), in_page = tq - pg * p.page_block_size;
 #pragma unroll
           for (int panel = 0; panel < kD / 64; ++panel) {
-            tma_load_4d(dk + panel * kBlockN * 128, &map_k, full, panel * 64, row, w.hk, seq);
-            tma_load_4d(dv + panel * kBlockN * 128, &map_v, full, panel * 64, row, w.hk, seq);
+            const uint32_t at = panel * kBlockN * 128 + q * 32 * 128;
+            tma_load_4d(dst + at, map, full, panel * 64, in_page, w.hk, blk);
+            if (both) tma_load_4d(dst_v + at, &map_v, full, panel * 64, in_page, w.hk, blk);
           }
         }
+      } else {
+        const int row = static_cast<int>(w.sb.k_start) + t0, seq = p.cu_seqlens_k != nullptr ? 0 : w.b;
+#pragma unroll
+        for (int panel = 0; panel < kD / 64; ++panel) {
+          tma_load_4d(dst + panel * kBlockN * 128, map, full, panel * 64, row, w.hk, seq);
+          if (both) tma_load_4d(dst_v + panel * kBlockN * 128, &map_v, full, panel * 64, row, w.hk, seq);
+        }
+      }
+    };
+    for (int nb = w.nb_lo, it = 0; nb < w.nb_hi; ++nb, ++it) {
+      const int stage = it % kS, t0 = nb * kBlockN;
+      const uint32_t dk = sK + stage * kTileBytes, dv = sV + stage * kTileBytes;
+      const uint32_t fk = full_k + 8 * stage, fv = (kSplitKV ? full_v : full_k) + 8 * stage;
+      // Every lane waits on each barrier, so no lane runs a phase ahead of one (it would
+      // read an old phase of the same parity as the one it waits for); lane 0 issues.
+      if (it >= kS) mbar_wait(empty_k + 8 * stage, (it / kS - 1) & 1);
+      if constexpr (kSplitKV) {  // K first: its stage frees a product earlier than V's
+        if (lane == 0) {
+          mbar_arrive_expect_tx(fk, tile_bytes(nb));
+          copy_tile(&map_k, dk, false, 0, fk, nb);
+        }
+        if (it >= kS) mbar_wait(empty_v + 8 * stage, (it / kS - 1) & 1);
+        if (lane == 0) {
+          mbar_arrive_expect_tx(fv, tile_bytes(nb));
+          copy_tile(&map_v, dv, false, 0, fv, nb);
+        }
+      } else if (lane == 0) {
+        mbar_arrive_expect_tx(fk, 2 * tile_bytes(nb));
+        copy_tile(&map_k, dk, true, dv, fk, nb);
       }
       if (straddles_sk(nb)) {
-        mbar_wait(full, (it / kS) & 1);
+        mbar_wait(fv, (it / kS) & 1);
         const int first = w.sb.sk - t0;  // rows first..127 go (the swizzle keeps a row's chunks in the row)
         for (int c = first * (kD / 8) + lane; c < kBlockN * (kD / 8); c += 32) {
           const int r = c / (kD / 8), chunk = c % (kD / 8);
@@ -534,23 +568,31 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
 
   // 2. the key loop: S of tile j is issued together with O += P V of tile j - 1, and the
   //    softmax of tile j runs while that product does (O is rescaled after it).
-  auto wait_tile = [&](int nb, int it) {
-    mbar_wait(full0 + 8 * (it % kS), (it / kS) & 1);
+  // Waits for tile nb's K (joint ring: K and V) before S, and for its V before O += P V;
+  // a straddling tile's V also waits for the producer's zeros (tail).
+  auto wait_k = [&](int nb, int it) {
+    mbar_wait(full_k + 8 * (it % kS), (it / kS) & 1);
+    if (!kSplitKV && straddles_sk(nb)) mbar_wait(tail, 0);
+  };
+  auto wait_v = [&](int nb, int it) {
+    if (!kSplitKV) return;
+    mbar_wait(full_v + 8 * (it % kS), (it / kS) & 1);
     if (straddles_sk(nb)) mbar_wait(tail, 0);
   };
-  auto release = [&](int it) {
-    if (lane == 0) mbar_arrive(empty0 + 8 * (it % kS));  // this warp is done with the stage
+  auto release = [&](uint32_t empty, int it) {  // this warp is done with the stage
+    if (lane == 0) mbar_arrive(empty + 8 * (it % kS));
   };
   if (w.nb_lo < w.nb_hi) {
     uint32_t a[kBlockN / 16][4];  // P of the previous tile
     {
-      wait_tile(w.nb_lo, 0);
+      wait_k(w.nb_lo, 0);
       float s[kBlockN / 2];
       bar_sync(my_turn, kTurn);
       issue_qk<Sh, Elem>(s, q_wg, sK);
       bar_arrive(next_turn, kTurn);
       wgmma_wait<0>();
       fence_operands(s);
+      if (kSplitKV) release(empty_k, 0);
       mask_tile<kBlockN>(s, p, w, f, w.nb_lo);
       float corr[2];
       online_softmax<kBlockN>(s, m_run, l_run, sc, corr);  // O is still zero: no rescale
@@ -558,7 +600,8 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
     }
     int it = 1;
     for (int nb = w.nb_lo + 1; nb < w.nb_hi; ++nb, ++it) {
-      wait_tile(nb, it);
+      wait_k(nb, it);
+      wait_v(nb - 1, it - 1);
       float s[kBlockN / 2];
       bar_sync(my_turn, kTurn);
       issue_qk<Sh, Elem>(s, q_wg, sK + (it % kS) * kTileBytes);
@@ -566,23 +609,25 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
       bar_arrive(next_turn, kTurn);
       wgmma_wait<1>();  // S of tile nb
       fence_operands(s);
+      if (kSplitKV) release(empty_k, it);
       mask_tile<kBlockN>(s, p, w, f, nb);
       float corr[2];
       online_softmax<kBlockN>(s, m_run, l_run, sc, corr);
       wgmma_wait<0>();  // O += P V of tile nb - 1
       fence_operands(o);
       fence_operands(a);
-      release(it - 1);
+      release(kSplitKV ? empty_v : empty_k, it - 1);
       rescale_o<kD>(o, corr);
       pack_p<kBlockN, Elem>(s, a);
     }
+    wait_v(w.nb_hi - 1, it - 1);
     bar_sync(my_turn, kTurn);
     issue_pv<Sh, Elem>(o, a, sV + ((it - 1) % kS) * kTileBytes);
     bar_arrive(next_turn, kTurn);
     wgmma_wait<0>();
     fence_operands(o);
     fence_operands(a);
-    release(it - 1);
+    release(kSplitKV ? empty_v : empty_k, it - 1);
   }
   if (wg == 0) bar_sync(2, kTurn);
   write_rows<kD, Elem>(p, w, f, o, m_run, l_run, sc);
