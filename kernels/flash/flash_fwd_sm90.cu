@@ -75,8 +75,9 @@ struct Shape {
   static constexpr uint32_t kTileBytes = kBlockN * D * 2;  // one swizzled K or V tile
   static constexpr uint32_t kQBytes = M * D * 2;           // the swizzled Q tile
   // Copy-engine kernel: K and V in separate rings of stages (below), at D = 256 only, where
-  // its two stages leave no slack otherwise (measured on the H200: d256 +25-35%; d64, d128
-  // and paged calls 1-12% slower, so they keep one ring for the pair).
+  // two stages leave no slack otherwise (measured on the H200: d256 +25-35%; d64, d128 and
+  // paged calls were 1-12% slower in that build, whose producer also spilled registers, and
+  // keep one ring for the pair).
   static constexpr bool kSplitKV = D > 128;
   template <bool kPaged>
   static constexpr int kStages = (kPaged || D > 128) ? 2 : 3;
