@@ -75,9 +75,8 @@ struct Shape {
   static constexpr uint32_t kTileBytes = kBlockN * D * 2;  // one swizzled K or V tile
   static constexpr uint32_t kQBytes = M * D * 2;           // the swizzled Q tile
   // Copy-engine kernel: K and V in separate rings of stages (below), at D = 256 only, where
-  // two stages leave no slack otherwise (measured on the H200: d256 +25-35%; d64, d128 and
-  // paged calls were 1-12% slower in that build, whose producer also spilled registers, and
-  // keep one ring for the pair).
+  // two stages leave no slack otherwise (measured on the H200: d256 +25-35%; at d128 0-1%
+  // slower, so d64 and d128 keep one ring for the pair).
   static constexpr bool kSplitKV = D > 128;
   template <bool kPaged>
   static constexpr int kStages = (kPaged || D > 128) ? 2 : 3;
@@ -419,8 +418,8 @@ __device__ __forceinline__ void st_shared_zero16(uint32_t addr) {
 // three get 160: an SM sub-partition's 16K registers hold one producer warp and the consumer
 // warps) issues each K/V tile as bulk tensor copies in the 128-byte swizzle, into
 // kStages<false> stages: unpaged, one copy per 64-channel panel of K and of V; paged
-// (kPaged), one per panel and 32-key quarter, each quarter from the block its page names in
-// the table (pages are multiples of 32 keys). "Full" barriers say a stage has landed, "empty"
+// (kPaged), one per panel and piece of 64 keys (32 when pages are not multiples of 64), each
+// piece from the block its page names in the table. "Full" barriers say a stage has landed, "empty"
 // barriers that every consumer warp is done with it, so no block barrier ties the
 // warpgroups to each other. One ring of stages holds a tile's K and V together; with
 // Sh::kSplitKV, K and V have rings of their own, and a K stage is free for the tile kStages
@@ -430,7 +429,7 @@ __device__ __forceinline__ void st_shared_zero16(uint32_t addr) {
 // runs while its own and the other warpgroups' products do.
 template <class Sh, class Elem, bool kPaged>
 __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
-    fwd_kernel_tma(const FlashFwdParams p, int m_blocks, const __grid_constant__ CUtensorMap map_k,
+    fwd_kernel_tma(const FlashFwdParams p, int m_blocks, int piece_shift, const __grid_constant__ CUtensorMap map_k,
                    const __grid_constant__ CUtensorMap map_v) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kD = Sh::kD, kBlockN = Sh::kBlockN, kBlockM = Sh::kBlockM, kThreads = Sh::kThreads;
@@ -479,20 +478,24 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
     // Asks for key tile nb of K or V (map, to shared address dst; with `both`, also of V to
     // dst_v), landing on barrier full; the caller announces the bytes on `full` first
     // (tile_bytes per tensor).
+    // Paged: a tile is pieces of 2^piece_shift rows (32 or 64, the map's box), each inside one
+    // page; the pieces past sk are not copied.
+    const int piece = 1 << piece_shift;
+    auto pieces = [&](int nb) { return min(kBlockN >> piece_shift, (w.sb.sk - nb * kBlockN + piece - 1) >> piece_shift); };
     auto tile_bytes = [&](int nb) -> uint32_t {
-      if constexpr (kPaged) return min(kBlockN / 32, (w.sb.sk - nb * kBlockN + 31) / 32) * (32 * kD * 2);
+      if constexpr (kPaged) return pieces(nb) * piece * (kD * 2);
       return kTileBytes;
     };
     auto copy_tile = [&](const CUtensorMap* map, uint32_t dst, bool both, uint32_t dst_v, uint32_t full, int nb) {
       const int t0 = nb * kBlockN;
       if constexpr (kPaged) {
-        const int quarters = min(kBlockN / 32, (w.sb.sk - t0 + 31) / 32);
-        for (int q = 0; q < quarters; ++q) {
-          const int tq = t0 + 32 * q, pg = tq / p.page_block_size;
+        const int n = pieces(nb);
+        for (int q = 0; q < n; ++q) {
+          const int tq = t0 + (q << piece_shift), pg = tq / p.page_block_size;
           const int blk = page_block(p, w.b, pg), in_page = tq - pg * p.page_block_size;
 #pragma unroll
           for (int panel = 0; panel < kD / 64; ++panel) {
-            const uint32_t at = panel * kBlockN * 128 + q * 32 * 128;
+            const uint32_t at = panel * kBlockN * 128 + (q << piece_shift) * 128;
             tma_load_4d(dst + at, map, full, panel * 64, in_page, w.hk, blk);
             if (both) tma_load_4d(dst_v + at, &map_v, full, panel * 64, in_page, w.hk, blk);
           }
@@ -637,8 +640,22 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
 #endif
 }
 
+// An environment switch that is on unless set to "0".
+bool not_switched_off(const char* name) {
+  const char* v = std::getenv(name);
+  return !(v && std::strcmp(v, "0") == 0);
+}
+
+// Rows of one paged copy: 64 when pages and tiles are multiples of 64 (half the copies and
+// block-table reads of 32-row pieces: paged d128 +5% on the H200), else 32.
+template <class Sh>
+int paged_piece_shift(const FlashFwdParams& p) {
+  return p.page_block_size % 64 == 0 && Sh::kBlockN % 64 == 0 ? 6 : 5;
+}
+
 // The copy engine's descriptions of K and V for a call, 4-d (channels, rows, heads, and
-// sequences or blocks), in boxes of 64 channels x 128 rows (32 when paged). Varlen K/V are
+// sequences or blocks), in boxes of 64 channels x kBlockN rows (paged: one piece,
+// paged_piece_shift). Varlen K/V are
 // one sequence of p.kv_rows rows; batched K/V have seqlen_k rows per sequence, so rows past a
 // sequence's keys read as zeros; paged K/V are num_blocks blocks of page_block_size rows.
 // False when a call cannot be described (coordinates are 32-bit; strides multiples of 16
@@ -651,7 +668,7 @@ bool make_kv_maps(const FlashFwdParams& p, CUtensorMap& map_k, CUtensorMap& map_
   const int64_t outer = paged ? p.num_blocks : varlen ? 1 : p.batch;
   constexpr int64_t kLimit = (int64_t{1} << 31) - kBlockN;
   if (rows <= 0 || rows >= kLimit || outer <= 0 || outer >= kLimit) return false;
-  const uint32_t box[4] = {64, paged ? 32u : static_cast<uint32_t>(kBlockN), 1, 1};
+  const uint32_t box[4] = {64, paged ? 1u << paged_piece_shift<Sh>(p) : static_cast<uint32_t>(kBlockN), 1, 1};
   auto one = [&](CUtensorMap& map, const void* ptr, int64_t row, int64_t head, int64_t batch) {
     if (outer == 1) batch = row;  // any valid stride: the coordinate is always 0
     const uint64_t dims[4] = {Sh::kD, static_cast<uint64_t>(rows), static_cast<uint64_t>(p.num_heads_k),
@@ -664,11 +681,6 @@ bool make_kv_maps(const FlashFwdParams& p, CUtensorMap& map_k, CUtensorMap& map_
          one(map_v, p.v, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
 }
 
-// An environment switch that is on unless set to "0".
-bool not_switched_off(const char* name) {
-  const char* v = std::getenv(name);
-  return !(v && std::strcmp(v, "0") == 0);
-}
 
 // WICK_FLASH_SM90_TMA=0 sends every call to the cp.async kernel (for comparisons).
 bool use_tma() {
@@ -709,8 +721,8 @@ bool launch_tma(const FlashFwdParams& p, cudaStream_t st) {
   constexpr int smem = Sh::template kSmem<false>;
   static bool smem_set[64] = {};
   set_smem_once(kernel, smem, smem_set);
-  WICK_CUDA_CHECK(
-      launch_programmatic(kernel, grid, dim3(Sh::kThreads + 128), smem, st, p, m_blocks, map_k, map_v));
+  WICK_CUDA_CHECK(launch_programmatic(kernel, grid, dim3(Sh::kThreads + 128), smem, st, p, m_blocks,
+                                      paged_piece_shift<Sh>(p), map_k, map_v));
   return true;
 }
 
