@@ -481,7 +481,9 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
     // Paged: a tile is pieces of 2^piece_shift rows (32 or 64, the map's box), each inside one
     // page; the pieces past sk are not copied.
     const int piece = 1 << piece_shift;
-    auto pieces = [&](int nb) { return min(kBlockN >> piece_shift, (w.sb.sk - nb * kBlockN + piece - 1) >> piece_shift); };
+    auto pieces = [&](int nb) {
+      return min(kBlockN >> piece_shift, (w.sb.sk - nb * kBlockN + piece - 1) >> piece_shift);
+    };
     auto tile_bytes = [&](int nb) -> uint32_t {
       if constexpr (kPaged) return pieces(nb) * piece * (kD * 2);
       return kTileBytes;

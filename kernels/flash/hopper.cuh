@@ -182,11 +182,14 @@ template <int N, class Elem>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int accumulate) {
   static_assert(N == 64 || N == 128, "m64n64k16 or m64n128k16");
   static_assert(std::is_same_v<Elem, __nv_bfloat16> || std::is_same_v<Elem, __half>, "bf16 or f16 inputs");
-  constexpr bool kBf16 = std::is_same_v<Elem, __nv_bfloat16>;
-  if constexpr (N == 64 && kBf16) WICK_WGMMA_SS("m64n64k16", "bf16.bf16", WICK_WGMMA_R32, "32", "33", "34", WICK_WGMMA_D32);
-  if constexpr (N == 64 && !kBf16) WICK_WGMMA_SS("m64n64k16", "f16.f16", WICK_WGMMA_R32, "32", "33", "34", WICK_WGMMA_D32);
-  if constexpr (N == 128 && kBf16) WICK_WGMMA_SS("m64n128k16", "bf16.bf16", WICK_WGMMA_R64, "64", "65", "66", WICK_WGMMA_D64);
-  if constexpr (N == 128 && !kBf16) WICK_WGMMA_SS("m64n128k16", "f16.f16", WICK_WGMMA_R64, "64", "65", "66", WICK_WGMMA_D64);
+#define WICK_SS_N64(TYPES) WICK_WGMMA_SS("m64n64k16", TYPES, WICK_WGMMA_R32, "32", "33", "34", WICK_WGMMA_D32)
+#define WICK_SS_N128(TYPES) WICK_WGMMA_SS("m64n128k16", TYPES, WICK_WGMMA_R64, "64", "65", "66", WICK_WGMMA_D64)
+  if constexpr (N == 64 && std::is_same_v<Elem, __nv_bfloat16>) WICK_SS_N64("bf16.bf16");
+  if constexpr (N == 64 && std::is_same_v<Elem, __half>) WICK_SS_N64("f16.f16");
+  if constexpr (N == 128 && std::is_same_v<Elem, __nv_bfloat16>) WICK_SS_N128("bf16.bf16");
+  if constexpr (N == 128 && std::is_same_v<Elem, __half>) WICK_SS_N128("f16.f16");
+#undef WICK_SS_N128
+#undef WICK_SS_N64
 }
 
 // D (64 x N) (+)= A * B for N = 64 or 128, A from registers (layout above), B from shared
@@ -195,11 +198,16 @@ template <int N, class Elem>
 __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int accumulate) {
   static_assert(N == 64 || N == 128, "m64n64k16 or m64n128k16");
   static_assert(std::is_same_v<Elem, __nv_bfloat16> || std::is_same_v<Elem, __half>, "bf16 or f16 inputs");
-  constexpr bool kBf16 = std::is_same_v<Elem, __nv_bfloat16>;
-  if constexpr (N == 64 && kBf16) WICK_WGMMA_RS("m64n64k16", "bf16.bf16", WICK_WGMMA_R32, "{%32,%33,%34,%35}", "36", "37", WICK_WGMMA_D32);
-  if constexpr (N == 64 && !kBf16) WICK_WGMMA_RS("m64n64k16", "f16.f16", WICK_WGMMA_R32, "{%32,%33,%34,%35}", "36", "37", WICK_WGMMA_D32);
-  if constexpr (N == 128 && kBf16) WICK_WGMMA_RS("m64n128k16", "bf16.bf16", WICK_WGMMA_R64, "{%64,%65,%66,%67}", "68", "69", WICK_WGMMA_D64);
-  if constexpr (N == 128 && !kBf16) WICK_WGMMA_RS("m64n128k16", "f16.f16", WICK_WGMMA_R64, "{%64,%65,%66,%67}", "68", "69", WICK_WGMMA_D64);
+#define WICK_RS_N64(TYPES) \
+  WICK_WGMMA_RS("m64n64k16", TYPES, WICK_WGMMA_R32, "{%32,%33,%34,%35}", "36", "37", WICK_WGMMA_D32)
+#define WICK_RS_N128(TYPES) \
+  WICK_WGMMA_RS("m64n128k16", TYPES, WICK_WGMMA_R64, "{%64,%65,%66,%67}", "68", "69", WICK_WGMMA_D64)
+  if constexpr (N == 64 && std::is_same_v<Elem, __nv_bfloat16>) WICK_RS_N64("bf16.bf16");
+  if constexpr (N == 64 && std::is_same_v<Elem, __half>) WICK_RS_N64("f16.f16");
+  if constexpr (N == 128 && std::is_same_v<Elem, __nv_bfloat16>) WICK_RS_N128("bf16.bf16");
+  if constexpr (N == 128 && std::is_same_v<Elem, __half>) WICK_RS_N128("f16.f16");
+#undef WICK_RS_N128
+#undef WICK_RS_N64
 }
 
 #undef WICK_WGMMA_RS
