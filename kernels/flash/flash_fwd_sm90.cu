@@ -440,7 +440,8 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
   // and 240 for two consumer warpgroups (64512 in all); 32 and 160 for three (65536).
   constexpr int kProducerRegs = kWG == 2 ? 24 : 32;
   constexpr int kConsumerRegs = std::min(240, ((65536 - 128 * kProducerRegs) / kThreads) / 8 * 8);
-  static_assert(128 * kProducerRegs + kThreads * kConsumerRegs <= (65536 / (kThreads + 128)) / 8 * 8 * (kThreads + 128),
+  constexpr int kLaunchRegs = (65536 / (kThreads + 128)) / 8 * 8;
+  static_assert(128 * kProducerRegs + kThreads * kConsumerRegs <= kLaunchRegs * (kThreads + 128),
                 "the register budgets fit the block's pool");
   constexpr uint32_t kTileBytes = Sh::kTileBytes;
   constexpr int kS = Sh::template kStages<false>;  // paged or not: the producer reads block ids itself
@@ -465,7 +466,7 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
   }
   __syncthreads();
   // Varlen or paged K/V: a tile's rows past sk are the next sequence's, or whatever the page
-  // (or the stage, for quarters not copied) holds. Its K rows are masked, but its V rows meet
+  // (or the stage, for pieces not copied) holds. Its K rows are masked, but its V rows meet
   // P = 0, and 0 * inf is NaN, so in the tile that straddles sk (the last one, at most one per
   // CTA) the producer zeroes those V rows, then arrives on `tail`. Batched unpaged K/V need
   // none of it: rows past seqlen_k are outside the tensor the copy engine reads, so zeros.
