@@ -79,10 +79,7 @@ void flash_fwd(const FlashFwdParams& p, void* stream) {
   const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
   const bool decode_shape = static_cast<int64_t>(max_sq) * (p.num_heads / p.num_heads_k) <= kDecodeRows;
 #if WICK_FLASH_SM90
-  if (!decode_shape && flash::sm90::covers(p) && flash::sm90::available()) {
-    flash::sm90::run(p, stream);
-    return;
-  }
+  if (!decode_shape && flash::sm90::covers(p) && flash::sm90::available() && flash::sm90::run(p, stream)) return;
 #endif
   const bool done = p.dtype == FlashDType::BF16 ? dispatch_dtype<FlashDType::BF16>(p, stream, decode_shape)
                                                 : dispatch_dtype<FlashDType::F16>(p, stream, decode_shape);

@@ -14,7 +14,8 @@ bool covers(const FlashFwdParams& params);
 // The current device is an sm_90 GPU and WICK_FLASH_SM90 is not "0" (that setting sends
 // every call to the sm_80 family, for comparisons).
 bool available();
-// Launches the kernel on `stream` (a cudaStream_t); the caller checked covers() and available().
-void run(const FlashFwdParams& params, void* stream);
+// Launches the kernel on `stream` (a cudaStream_t); the caller checked covers() and
+// available(). False (nothing launched) for a call covers() would refuse.
+bool run(const FlashFwdParams& params, void* stream);
 
 }  // namespace wick::kernels::flash::sm90
