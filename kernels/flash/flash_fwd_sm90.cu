@@ -8,9 +8,8 @@
 // keeps: the other head sizes, softcap, ALiBi and mm-prefix ranges (their per-element logits
 // would cost this kernel registers it does not have), a softmax scale that is not positive,
 // forced split counts, decode shapes, inputs without 16-byte rows, and f16 in
-// WICK_FLASH_QUICK builds. It never
-// splits the keys: a call with few query tiles and very long keys runs one CTA per (tile,
-// head, sequence).
+// WICK_FLASH_QUICK builds. It never splits the keys: a call with few query tiles and very
+// long keys runs one CTA per (tile, head, sequence).
 //
 // Two kernels share the steps below (device functions of this file) and differ in how K/V
 // tiles reach shared memory:
@@ -304,9 +303,9 @@ __global__ void __launch_bounds__(Sh::kThreads, 1) fwd_kernel(const FlashFwdPara
   const Elem* gv = static_cast<const Elem*>(p.v) + w.hk * p.v_head_stride;
   const int64_t q0 = q_offset(p, b, sb, w.r0, w.h);
   // Paged K/V: a key tile is 32-key quarters (four, two at D = 256), each inside one page
-  // (pages are multiples of 32 keys), so a quarter's rows are one block base plus the row stride. The
-  // quarters' block ids go to one of two shared slots a tile ahead of their use (tile nb's
-  // slot: (nb - nb_lo) % 2), so no table read waits in the loop.
+  // (pages are multiples of 32 keys), so a quarter's rows are one block base plus the row
+  // stride. The quarters' block ids go to one of two shared slots a tile ahead of their use
+  // (tile nb's slot: (nb - nb_lo) % 2), so no table read waits in the loop.
   constexpr int kQuarters = kBlockN / 32;
   __shared__ int s_blocks[2][kQuarters];
   const int page = p.page_block_size;
@@ -655,21 +654,21 @@ int paged_piece_shift(const FlashFwdParams& p) {
 }
 
 // The copy engine's descriptions of K and V for a call, 4-d (channels, rows, heads, and
-// sequences or blocks), in boxes of 64 channels x kBlockN rows (paged: one piece,
-// paged_piece_shift). Varlen K/V are
-// one sequence of p.kv_rows rows; batched K/V have seqlen_k rows per sequence, so rows past a
-// sequence's keys read as zeros; paged K/V are num_blocks blocks of page_block_size rows.
-// False when a call cannot be described (coordinates are 32-bit; strides multiples of 16
-// bytes): the cp.async kernel takes it.
+// sequences or blocks), in boxes of 64 channels x kBlockN rows (paged: one piece of
+// 2^piece_shift rows, paged_piece_shift). Varlen K/V are one sequence of p.kv_rows rows;
+// batched K/V have seqlen_k rows per sequence, so rows past a sequence's keys read as zeros;
+// paged K/V are num_blocks blocks of page_block_size rows. False when a call cannot be
+// described (coordinates are 32-bit; strides multiples of 16 bytes): the cp.async kernel
+// takes it.
 template <class Sh>
-bool make_kv_maps(const FlashFwdParams& p, CUtensorMap& map_k, CUtensorMap& map_v) {
+bool make_kv_maps(const FlashFwdParams& p, int piece_shift, CUtensorMap& map_k, CUtensorMap& map_v) {
   constexpr int kBlockN = Sh::kBlockN;
   const bool paged = p.block_table != nullptr, varlen = p.cu_seqlens_k != nullptr;
   const int64_t rows = paged ? p.page_block_size : varlen ? p.kv_rows : p.seqlen_k;
   const int64_t outer = paged ? p.num_blocks : varlen ? 1 : p.batch;
   constexpr int64_t kLimit = (int64_t{1} << 31) - kBlockN;
   if (rows <= 0 || rows >= kLimit || outer <= 0 || outer >= kLimit) return false;
-  const uint32_t box[4] = {64, paged ? 1u << paged_piece_shift<Sh>(p) : static_cast<uint32_t>(kBlockN), 1, 1};
+  const uint32_t box[4] = {64, paged ? 1u << piece_shift : static_cast<uint32_t>(kBlockN), 1, 1};
   auto one = [&](CUtensorMap& map, const void* ptr, int64_t row, int64_t head, int64_t batch) {
     if (outer == 1) batch = row;  // any valid stride: the coordinate is always 0
     const uint64_t dims[4] = {Sh::kD, static_cast<uint64_t>(rows), static_cast<uint64_t>(p.num_heads_k),
@@ -681,7 +680,6 @@ bool make_kv_maps(const FlashFwdParams& p, CUtensorMap& map_k, CUtensorMap& map_
   return one(map_k, p.k, p.k_row_stride, p.k_head_stride, p.k_batch_stride) &&
          one(map_v, p.v, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
 }
-
 
 // WICK_FLASH_SM90_TMA=0 sends every call to the cp.async kernel (for comparisons).
 bool use_tma() {
@@ -713,8 +711,10 @@ bool grid_of(const FlashFwdParams& p, dim3& grid, int& m_blocks) {
 // describe the call's K/V.
 template <class Sh, class Elem, bool kPaged>
 bool launch_tma(const FlashFwdParams& p, cudaStream_t st) {
+  // the map's box and the kernel's copies use one piece size
+  const int piece_shift = paged_piece_shift<Sh>(p);
   CUtensorMap map_k, map_v;
-  if (!make_kv_maps<Sh>(p, map_k, map_v)) return false;
+  if (!make_kv_maps<Sh>(p, piece_shift, map_k, map_v)) return false;
   dim3 grid;
   int m_blocks = 0;
   if (!grid_of<Sh>(p, grid, m_blocks)) return true;
@@ -722,8 +722,8 @@ bool launch_tma(const FlashFwdParams& p, cudaStream_t st) {
   constexpr int smem = Sh::template kSmem<false>;
   static bool smem_set[64] = {};
   set_smem_once(kernel, smem, smem_set);
-  WICK_CUDA_CHECK(launch_programmatic(kernel, grid, dim3(Sh::kThreads + 128), smem, st, p, m_blocks,
-                                      paged_piece_shift<Sh>(p), map_k, map_v));
+  WICK_CUDA_CHECK(
+      launch_programmatic(kernel, grid, dim3(Sh::kThreads + 128), smem, st, p, m_blocks, piece_shift, map_k, map_v));
   return true;
 }
 
