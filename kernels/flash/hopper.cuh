@@ -163,10 +163,10 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 #define WICK_WGMMA_R64 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}"
 // One wgmma statement: SHAPE "m64nNk16", TYPES "bf16.bf16" or "f16.f16", REGS the accumulator
 // list, the numbers of the operands after it, then the accumulator operands.
-#define WICK_WGMMA_SS(SHAPE, TYPES, REGS, IA, IB, IACC, ...)                                 \
+#define WICK_WGMMA_SS(SHAPE, TYPES, REGS, IA, IB, IACC, TRANS, ...)                          \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IACC ", 0;\n"                            \
                "wgmma.mma_async.sync.aligned." SHAPE ".f32." TYPES " " REGS ", %" IA ", %" IB  \
-               ", p, 1, 1, 0, 0;\n}\n"                                                        \
+               ", p, 1, 1, " TRANS ";\n}\n"                                                   \
                : __VA_ARGS__                                                                  \
                : "l"(desc_a), "l"(desc_b), "r"(accumulate))
 #define WICK_WGMMA_RS(SHAPE, TYPES, REGS, IA, IB, IACC, ...)                                    \
@@ -176,18 +176,24 @@ __device__ __forceinline__ void setmaxnreg_inc() {
                : __VA_ARGS__                                                                     \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate))
 
-// D (64 x N) (+)= A * B for N = 64 or 128, A and B from shared memory (both K-major).
-// accumulate = 0 sets D = A * B (the previous D is ignored).
-template <int N, class Elem>
+// D (64 x N) (+)= A * B for N = 64 or 128, A and B from shared memory, both K-major, or
+// with kTransposed both MN-major (A's M and B's N contiguous: read transposed). accumulate = 0
+// sets D = A * B (the previous D is ignored).
+template <int N, class Elem, bool kTransposed = false>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int accumulate) {
   static_assert(N == 64 || N == 128, "m64n64k16 or m64n128k16");
   static_assert(std::is_same_v<Elem, __nv_bfloat16> || std::is_same_v<Elem, __half>, "bf16 or f16 inputs");
-#define WICK_SS_N64(TYPES) WICK_WGMMA_SS("m64n64k16", TYPES, WICK_WGMMA_R32, "32", "33", "34", WICK_WGMMA_D32)
-#define WICK_SS_N128(TYPES) WICK_WGMMA_SS("m64n128k16", TYPES, WICK_WGMMA_R64, "64", "65", "66", WICK_WGMMA_D64)
-  if constexpr (N == 64 && std::is_same_v<Elem, __nv_bfloat16>) WICK_SS_N64("bf16.bf16");
-  if constexpr (N == 64 && std::is_same_v<Elem, __half>) WICK_SS_N64("f16.f16");
-  if constexpr (N == 128 && std::is_same_v<Elem, __nv_bfloat16>) WICK_SS_N128("bf16.bf16");
-  if constexpr (N == 128 && std::is_same_v<Elem, __half>) WICK_SS_N128("f16.f16");
+#define WICK_SS_N64(TYPES, T) WICK_WGMMA_SS("m64n64k16", TYPES, WICK_WGMMA_R32, "32", "33", "34", T, WICK_WGMMA_D32)
+#define WICK_SS_N128(TYPES, T) \
+  WICK_WGMMA_SS("m64n128k16", TYPES, WICK_WGMMA_R64, "64", "65", "66", T, WICK_WGMMA_D64)
+#define WICK_SS_TYPES(N_MACRO, T)                                          \
+  if constexpr (std::is_same_v<Elem, __nv_bfloat16>) N_MACRO("bf16.bf16", T); \
+  if constexpr (std::is_same_v<Elem, __half>) N_MACRO("f16.f16", T);
+  if constexpr (N == 64 && !kTransposed) { WICK_SS_TYPES(WICK_SS_N64, "0, 0") }
+  if constexpr (N == 64 && kTransposed) { WICK_SS_TYPES(WICK_SS_N64, "1, 1") }
+  if constexpr (N == 128 && !kTransposed) { WICK_SS_TYPES(WICK_SS_N128, "0, 0") }
+  if constexpr (N == 128 && kTransposed) { WICK_SS_TYPES(WICK_SS_N128, "1, 1") }
+#undef WICK_SS_TYPES
 #undef WICK_SS_N128
 #undef WICK_SS_N64
 }

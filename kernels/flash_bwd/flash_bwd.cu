@@ -26,7 +26,9 @@
 // The tensor-core kernels (flash_bwd_mma.cuh) replace step 2 for head sizes up to 256: by
 // default one fused kernel that adds dQ with atomics; with `deterministic`, that kernel
 // without dQ and a second one for dQ, each owning its outputs. Unless paged, dK and dV are
-// stored in the output dtype directly.
+// stored in the output dtype directly. On an sm_90 GPU the fused form's calls up to head
+// size 128 without ALiBi, softcap or mm-prefix ranges go to the warpgroup-MMA kernel
+// (flash_bwd_sm90.cu); WICK_FLASH_SM90=0 keeps them on these.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -35,8 +37,10 @@
 #include <string>
 
 #include "kernels/flash/flash_common.cuh"
+#include "kernels/flash/flash_fwd_sm90.h"
 #include "kernels/flash_bwd/flash_bwd.h"
 #include "kernels/flash_bwd/flash_bwd_mma.h"
+#include "kernels/flash_bwd/flash_bwd_sm90.h"
 #include "tensor/cuda_check.h"
 #include "tensor/error.h"
 
@@ -228,9 +232,16 @@ bool tensor_core_friendly(const FlashBwdParams& bp) {
          strides8(bp.do_batch_stride, bp.do_row_stride, bp.do_head_stride);
 }
 
-// The tensor-core path: the fused form, or the deterministic one.
+// The tensor-core path: on an sm_90 GPU the Hopper kernel where it covers the call, else
+// the fused form, or the deterministic one.
 template <int kD, class Elem>
 void launch_tensor_cores(const FlashBwdParams& bp, cudaStream_t st) {
+#if WICK_FLASH_SM90
+  if (flash_bwd_sm90::covers(bp) && flash::sm90::available()) {
+    flash_bwd_sm90::launch(bp, st);
+    return;
+  }
+#endif
   if (bp.deterministic)
     flash_bwd_mma::launch<kD, Elem>(bp, st);
   else
