@@ -245,7 +245,7 @@ TEST_CASE("attention: +inf in a key gives NaN where the reference does and the r
   }
 }
 
-TEST_CASE("attention: inf and NaN in rows past a sequence's keys never reach its outputs (d64, d128, d256; packed and paged)") {
+TEST_CASE("attention: inf and NaN in rows past a sequence's keys never reach its outputs (d64 to d256; packed and paged)") {
   // Two sequences whose first ends inside a key tile (200 keys: inside a 128-key and a 64-key
   // tile). Packed K/V: the rows after it are the second sequence's, so inf in the first rows
   // of the second sequence's K and V may change only the second sequence's outputs. Paged K/V
@@ -257,7 +257,7 @@ TEST_CASE("attention: inf and NaN in rows past a sequence's keys never reach its
   const auto cq = cumulative(lq), ck = cumulative(lk);
   for (Device dev : test::test_devices()) {
     DEVICE_CONTEXT(dev);
-    for (size_t D : {64, 128, 256}) {
+    for (size_t D : {64, 96, 128, 192, 256}) {
       INFO("head size ", D);
       const std::vector<double> q = normal(cq.back() * H * D, 81), k = normal(ck.back() * HK * D, 82),
                                 v = normal(ck.back() * HK * D, 83);

@@ -568,7 +568,7 @@ TEST_CASE("flash kernels: GQA/MQA, head sizes, layouts, dtypes") {
     d.head_major = false, d.causal = false, d.wl = 70, d.wr = 20, d.kv_pad = 16;
     cases.push_back(d);
   }
-  for (int hs : {64, 128, 256}) {
+  for (int hs : {64, 96, 128, 192, 256}) {
     Case c = varlen_case("f16 causal d" + std::to_string(hs), 3, 10, 200, hs);
     c.dtype = FlashDType::F16, c.causal = true, c.nh = 4, c.nhk = 2;
     cases.push_back(c);
@@ -701,6 +701,16 @@ TEST_CASE("flash kernels: sanitizer subset") {
     c.name = "san: d256 paged 96 (tiles straddle pages)";
     c.hs = 256, c.page = 96, c.causal = false;
     c.sk = lengths(case_rng(), 3, 1, 400);
+    cases.push_back(c);
+    // d96 on the 128-channel tiles (zeros past the head size), d192 on 64-key tiles
+    c.name = "san: d96 paged 64 causal";
+    c.hs = 96, c.page = 64, c.causal = true;
+    cases.push_back(c);
+    c.name = "san: d192 GQA window tails";
+    c.hs = 192, c.page = 0, c.causal = false, c.wl = 50, c.wr = 30;
+    cases.push_back(c);
+    c.name = "san: d192 paged 96";
+    c.hs = 192, c.page = 96, c.wl = c.wr = -1;
     cases.push_back(c);
   }
   {

@@ -3,8 +3,9 @@
 // mma.sync. Built only for sm_90a (its own object library in CMakeLists.txt); flash_fwd.cu
 // sends it the calls it covers and everything else to the sm_80 family.
 //
-// What it covers: head sizes 64, 128 and 256, bf16 / f16, K/V batched, varlen or paged (pages
-// of a multiple of 32 rows), GQA / MQA, causal and sliding windows, LSE. The sm_80 family
+// What it covers: head sizes 64, 96 (on the 128-channel tiles), 128, 192 and 256, bf16 / f16,
+// K/V batched, varlen or paged (pages of a multiple of 32 rows), GQA / MQA, causal and sliding
+// windows, LSE. The sm_80 family
 // keeps: the other head sizes, softcap, ALiBi and mm-prefix ranges (their per-element logits
 // would cost this kernel registers it does not have), a softmax scale that is not positive,
 // forced split counts, decode shapes, inputs without 16-byte rows, and f16 in
@@ -16,17 +17,21 @@
 //   fwd_kernel_tma  unpaged and paged K/V: a producer warpgroup asks the tensor memory
 //                   accelerator for each tile (bulk copies) and mbarriers hand stages between
 //                   it and the two consumer warpgroups, which take turns issuing their
-//                   products and compute each tile's softmax while products run.
+//                   products and compute each tile's softmax while products run. Persistent:
+//                   one CTA per SM walks query tiles (cta_tile), the producer running ahead
+//                   into the next tile's keys and each consumer warpgroup copying its next
+//                   Q rows while its last products run, so a tile's start and end cost no
+//                   idle SM (WICK_FLASH_SM90_PERSISTENT=0: one CTA per tile).
 //   fwd_kernel      calls the copy engine cannot describe, and every call with
 //                   WICK_FLASH_SM90_TMA=0: every thread issues cp.async copies, one block
 //                   barrier per tile.
 //
 // Steps, mapped to the CPU algorithm (ops/attention/cpu.cpp):
-//   0. CTA = (query tile of 128 rows, head, sequence); two warpgroups of 4 warps, each owning
-//      64 rows. The keys any row of the tile can see are found up front (contract.h), so
-//      wholly masked key tiles are never loaded.
+//   0. work unit = (query tile of 128 rows, head, sequence); two warpgroups of 4 warps, each
+//      owning 64 rows (three and 192 rows at head size 64). The keys any row of the tile can
+//      see are found up front (contract.h), so wholly masked key tiles are never loaded.
 //   1. Q tile -> shared memory (cp.async into the 128-byte swizzled layout wgmma reads).
-//   2. for each key tile of kBlockN keys (128; 64 at head size 256) in two or three
+//   2. for each key tile of kBlockN keys (128; 64 above head size 128) in two or three
 //      shared-memory stages (Shape below), the next tiles loading while tile j computes:
 //      a. S = Q K^T: D / 16 wgmmas (k = 16 channels each), Q and K read from shared memory,
 //         S (64 x kBlockN f32 per warpgroup) in registers                     = CPU step 2a
@@ -55,13 +60,14 @@
 namespace wick::kernels::flash::sm90 {
 namespace {
 
-// The tile shape of one kernel instance: head size D (64, 128 or 256: the channels of Q, K,
-// V and O, in 64-channel panels) and M query rows per CTA, one warpgroup (128 threads) per 64
-// rows. Keys per tile: 128, or 64 at D = 256, where a 64 x 256 f32 O per warpgroup already
-// takes 128 registers per thread. Shared-memory stages of K/V: three up to D = 128 (tiles
-// j + 1 and j + 2 load while tile j computes; measured 0.5-1.5% faster than two at D = 128 on
-// the H200), two in the cp.async kernel when paged (its block ids are read one tile ahead),
-// two at D = 256 (Q and two stages take 192 KiB).
+// The tile shape of one kernel instance: D channels (64, 128, 192 or 256) of Q, K, V and O in
+// 64-channel panels, and M query rows per CTA, one warpgroup (128 threads) per 64 rows. A call
+// with fewer channels (head size 96 on the 128 shape) reads zeros past its head size and
+// stores only its own channels. Keys per tile: 128, or 64 above D = 128, where a 64 x D f32 O
+// per warpgroup already takes D / 2 registers per thread. Shared-memory stages of K/V: three
+// where they fit (tiles j + 1 and j + 2 load while tile j computes; measured 0.5-1.5% faster
+// than two at D = 128 on the H200), two at D = 256 (Q and two stages take 192 KiB) and in
+// the cp.async kernel when paged (its block ids are read one tile ahead).
 template <int D, int M = 128>
 struct Shape {
   static constexpr int kD = D;
@@ -75,8 +81,9 @@ struct Shape {
   // two stages leave no slack otherwise (measured on the H200: d256 +25-35%; at d128 0-1%
   // slower, so d64 and d128 keep one ring for the pair).
   static constexpr bool kSplitKV = D > 128;
+  // three K/V stages where they fit beside Q (all but D = 256), two in the paged cp.async kernel
   template <bool kPaged>
-  static constexpr int kStages = (kPaged || D > 128) ? 2 : 3;
+  static constexpr int kStages = !kPaged && 1024 + kQBytes + 6 * kTileBytes <= 227 * 1024 ? 3 : 2;
   // Q, the K/V stages, 1024-byte alignment slack.
   template <bool kPaged>
   static constexpr int kSmem = 1024 + kQBytes + 2 * kStages<kPaged> * kTileBytes;
@@ -91,24 +98,34 @@ constexpr int kMinBlockM = 128;  // the smallest M of any instance
 // chunk of every kRowStep-th row from row tid / (D / 8), and kRowStep (a multiple of 8) rows
 // keep a row's swizzle pattern (it repeats every 8 rows), so each copy after the first costs
 // one address add in shared and in global memory.
+// Channels at or past `channels` (the call's head size, below D on a padded shape) are
+// zero-filled too. Shapes whose threads do not divide into whole rows (D = 192) take a
+// plain loop over the tile's chunks.
 template <class Sh, int kRows, class Elem>
 __device__ __forceinline__ void load_swizzled(uint32_t dst, const Elem* rows, int64_t row_stride, int valid,
-                                              int tid) {
+                                              int channels, int tid) {
   constexpr int kChunksPerRow = Sh::kD / 8;
   constexpr int kRowStep = Sh::kThreads / kChunksPerRow;
-  static_assert(kRowStep % 8 == 0 && kRows % kRowStep == 0, "a thread's rows share one swizzle pattern");
-  const int row = tid / kChunksPerRow, col = (tid % kChunksPerRow) * 8;
-  const uint32_t d0 = dst + swizzled_offset(kRows, row, col);
-  const Elem* s0 = rows + row * row_stride + col;
-  const int64_t step = kRowStep * row_stride;
-  if (valid >= kRows) {
-#pragma unroll
-    for (int i = 0; i < kRows / kRowStep; ++i) cp_async_16(d0 + i * kRowStep * 128, s0 + i * step, true);
+  if constexpr (Sh::kThreads % kChunksPerRow != 0 || kRowStep % 8 != 0 || kRows % kRowStep != 0) {
+    for (int c = tid; c < kRows * kChunksPerRow; c += Sh::kThreads) {
+      const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
+      const bool ok = row < valid && col < channels;
+      cp_async_16(dst + swizzled_offset(kRows, row, col), ok ? rows + row * row_stride + col : rows, ok);
+    }
   } else {
+    const int row = tid / kChunksPerRow, col = (tid % kChunksPerRow) * 8;
+    const uint32_t d0 = dst + swizzled_offset(kRows, row, col);
+    const Elem* s0 = rows + row * row_stride + col;
+    const int64_t step = kRowStep * row_stride;
+    if (valid >= kRows && channels >= Sh::kD) {
 #pragma unroll
-    for (int i = 0; i < kRows / kRowStep; ++i) {
-      const bool ok = row + i * kRowStep < valid;
-      cp_async_16(d0 + i * kRowStep * 128, ok ? s0 + i * step : rows, ok);
+      for (int i = 0; i < kRows / kRowStep; ++i) cp_async_16(d0 + i * kRowStep * 128, s0 + i * step, true);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kRows / kRowStep; ++i) {
+        const bool ok = row + i * kRowStep < valid && col < channels;
+        cp_async_16(d0 + i * kRowStep * 128, ok ? s0 + i * step : rows, ok);
+      }
     }
   }
 }
@@ -123,10 +140,10 @@ struct TileWork {
   Range<int> unmasked;  // keys every row of the tile sees: tiles inside need no mask
 };
 template <class Sh>
-__device__ __forceinline__ bool find_tile(const FlashFwdParams& p, int m_blocks, TileWork& w) {
+__device__ __forceinline__ bool find_tile(const FlashFwdParams& p, int m_blocks, int index, TileWork& w) {
   constexpr int kBlockM = Sh::kBlockM, kBlockN = Sh::kBlockN;
-  w.h = static_cast<int>(blockIdx.x % p.num_heads);
-  const int rest = static_cast<int>(blockIdx.x / p.num_heads);
+  w.h = index % p.num_heads;
+  const int rest = index / p.num_heads;
   w.b = rest % p.batch;
   w.sb = seq_bounds(p, w.b);
   w.r0 = (m_blocks - 1 - rest / p.batch) * kBlockM;
@@ -140,6 +157,15 @@ __device__ __forceinline__ bool find_tile(const FlashFwdParams& p, int m_blocks,
   w.nb_lo = tile_keys.begin / kBlockN;
   w.nb_hi = tile_keys.end > tile_keys.begin ? (tile_keys.end + kBlockN - 1) / kBlockN : w.nb_lo;
   return true;
+}
+
+// The tile of round r of a persistent CTA: rounds of gridDim.x tiles, walked forwards in
+// even rounds and backwards in odd ones. Tiles come longest first under a causal mask
+// (find_tile), so each CTA's long and short tiles pair up and the CTAs finish together;
+// striding by gridDim.x instead left the CTAs of the first columns up to 13% more work.
+__device__ __forceinline__ int cta_tile(int r) {
+  const int g = static_cast<int>(gridDim.x), c = static_cast<int>(blockIdx.x);
+  return r * g + ((r & 1) ? g - 1 - c : c);
 }
 
 // The rows and columns a consumer thread owns: rows row_lo and row_lo + 8 of the tile's
@@ -237,7 +263,7 @@ __device__ __forceinline__ void pack_p(const float (&s)[kBlockN / 2], uint32_t (
 }
 template <class Sh, class Elem>
 __device__ __forceinline__ void issue_pv(float (&o)[Sh::kD / 2], uint32_t (&a)[Sh::kBlockN / 16][4], uint32_t v_s) {
-  constexpr int kN = Sh::kD > 128 ? 128 : Sh::kD;  // O channels per product
+  constexpr int kN = Sh::kD % 128 == 0 ? 128 : 64;  // O channels per product (D = 64: one of 64)
   constexpr uint32_t kPanelBytes = Sh::kBlockN * 128;
   fence_operands(o);  // the rescale of O and the packing of P stay above the fence
   fence_operands(a);
@@ -267,7 +293,8 @@ __device__ __forceinline__ void write_rows(const FlashFwdParams& p, const TileWo
     Elem* dst = static_cast<Elem*>(p.out) + o_offset(p, w.b, w.sb, r, w.h) + 2 * f.t;
 #pragma unroll
     for (int j = 0; j < D / 8; ++j)
-      *reinterpret_cast<uint32_t*>(dst + 8 * j) = pack2<Elem>(o[4 * j + 2 * i] * inv, o[4 * j + 2 * i + 1] * inv);
+      if (D == 64 || 8 * j < p.head_size)  // a padded shape stores only the call's channels
+        *reinterpret_cast<uint32_t*>(dst + 8 * j) = pack2<Elem>(o[4 * j + 2 * i] * inv, o[4 * j + 2 * i + 1] * inv);
     if (p.lse && f.t == 0)
       p.lse[lse_offset(p, w.b, w.sb, r, w.h)] = row_saw_keys(l) ? (m_run[i] * sc + log2f(l)) * kLn2 : -INFINITY;
   }
@@ -288,7 +315,7 @@ __global__ void __launch_bounds__(Sh::kThreads, 1) fwd_kernel(const FlashFwdPara
     return;
   }
   TileWork w;
-  if (!find_tile<Sh>(p, m_blocks, w)) return;
+  if (!find_tile<Sh>(p, m_blocks, static_cast<int>(blockIdx.x), w)) return;
   const int b = w.b, nb_lo = w.nb_lo, nb_hi = w.nb_hi;
   const SeqBounds& sb = w.sb;
 
@@ -326,37 +353,49 @@ __global__ void __launch_bounds__(Sh::kThreads, 1) fwd_kernel(const FlashFwdPara
       const int64_t k0 = packed_kv_offset(b, sb, t0, p.k_batch_stride, p.k_row_stride);
       const int64_t v0 = packed_kv_offset(b, sb, t0, p.v_batch_stride, p.v_row_stride);
       const int valid = min(kBlockN, sb.sk - t0);
-      load_swizzled<Sh, kBlockN>(dk, gk + k0, p.k_row_stride, valid, tid);
-      load_swizzled<Sh, kBlockN>(dv, gv + v0, p.v_row_stride, valid, tid);
+      load_swizzled<Sh, kBlockN>(dk, gk + k0, p.k_row_stride, valid, p.head_size, tid);
+      load_swizzled<Sh, kBlockN>(dv, gv + v0, p.v_row_stride, valid, p.head_size, tid);
     } else {
-      // bands of kBand rows, one 16-byte column chunk per thread: a quarter is 32 / kBand bands
-      constexpr int kBand = kThreads / (kD / 8);
-      static_assert(32 % kBand == 0, "whole bands per quarter");
-      const int col = (tid % (kD / 8)) * 8, band_row = tid / (kD / 8);  // row within a band
       const int* slot = s_blocks[(nb - nb_lo) % 2];
-#pragma unroll
-      for (int q = 0; q < kQuarters; ++q) {
+      // the element offsets of quarter q's first row in K and in V (0 past sk)
+      auto quarter_base = [&](int q, int64_t& kb, int64_t& vb) {
         const int tq = t0 + 32 * q;
-        int64_t kb = 0, vb = 0;
-        if (tq < sb.sk) {
-          const int pg = quarter_page(tq);
-          const int64_t blk = from_slot ? slot[q] : page_block(p, b, pg), in_page = tq - pg * page;
-          kb = blk * p.k_batch_stride + in_page * p.k_row_stride;
-          vb = blk * p.v_batch_stride + in_page * p.v_row_stride;
-        }
+        kb = vb = 0;
+        if (tq >= sb.sk) return;
+        const int pg = quarter_page(tq);
+        const int64_t blk = from_slot ? slot[q] : page_block(p, b, pg), in_page = tq - pg * page;
+        kb = blk * p.k_batch_stride + in_page * p.k_row_stride;
+        vb = blk * p.v_batch_stride + in_page * p.v_row_stride;
+      };
+      auto copy_row_chunk = [&](int64_t kb, int64_t vb, int row, int col) {
+        const int r = row % 32;
+        const bool ok = t0 + row < sb.sk && col < p.head_size;
+        cp_async_16(dk + swizzled_offset(kBlockN, row, col), ok ? gk + kb + r * p.k_row_stride + col : gk, ok);
+        cp_async_16(dv + swizzled_offset(kBlockN, row, col), ok ? gv + vb + r * p.v_row_stride + col : gv, ok);
+      };
+      constexpr int kBand = kThreads / (kD / 8);  // rows per pass, one 16-byte chunk per thread
+      if constexpr (kThreads % (kD / 8) == 0 && 32 % kBand == 0) {
+        const int col = (tid % (kD / 8)) * 8, band_row = tid / (kD / 8);  // row within a band
 #pragma unroll
-        for (int band = 0; band < 32 / kBand; ++band) {
-          const int r = kBand * band + band_row, row = 32 * q + r;
-          const bool ok = tq + r < sb.sk;
-          cp_async_16(dk + swizzled_offset(kBlockN, row, col), ok ? gk + kb + r * p.k_row_stride + col : gk, ok);
-          cp_async_16(dv + swizzled_offset(kBlockN, row, col), ok ? gv + vb + r * p.v_row_stride + col : gv, ok);
+        for (int q = 0; q < kQuarters; ++q) {
+          int64_t kb, vb;
+          quarter_base(q, kb, vb);
+#pragma unroll
+          for (int band = 0; band < 32 / kBand; ++band) copy_row_chunk(kb, vb, 32 * q + kBand * band + band_row, col);
+        }
+      } else {  // D = 192: a plain loop over the tile's chunks
+        for (int c = tid; c < kBlockN * (kD / 8); c += kThreads) {
+          const int row = c / (kD / 8);
+          int64_t kb, vb;
+          quarter_base(row / 32, kb, vb);
+          copy_row_chunk(kb, vb, row, (c % (kD / 8)) * 8);
         }
       }
     }
   };
 
   // 1. Q, and the first key tiles
-  load_swizzled<Sh, kBlockM>(sQ, gq + q0, p.q_row_stride, w.r_end - w.r0, tid);
+  load_swizzled<Sh, kBlockM>(sQ, gq + q0, p.q_row_stride, w.r_end - w.r0, p.head_size, tid);
   if (nb_lo < nb_hi) load_kv(nb_lo, 0, false);
   prefetch_blocks(nb_lo + 1);
   cp_async_commit();
@@ -426,8 +465,8 @@ __device__ __forceinline__ void st_shared_zero16(uint32_t addr) {
 // runs while its own and the other warpgroups' products do.
 template <class Sh, class Elem, bool kPaged>
 __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
-    fwd_kernel_tma(const FlashFwdParams p, int m_blocks, int piece_shift, const __grid_constant__ CUtensorMap map_k,
-                   const __grid_constant__ CUtensorMap map_v) {
+    fwd_kernel_tma(const FlashFwdParams p, int m_blocks, int tiles, int piece_shift,
+                   const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kD = Sh::kD, kBlockN = Sh::kBlockN, kBlockM = Sh::kBlockM, kThreads = Sh::kThreads;
   constexpr int kWG = Sh::kWarpgroups;
@@ -443,14 +482,12 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
   constexpr uint32_t kTileBytes = Sh::kTileBytes;
   constexpr int kS = Sh::template kStages<false>;  // paged or not: the producer reads block ids itself
   extern __shared__ unsigned char smem_raw[];
-  // full_k[kS], full_v[kS], empty_k[kS], empty_v[kS], tail
-  __shared__ __align__(8) uint64_t barriers[4 * kS + 1];
+  // full_k[kS], full_v[kS], empty_k[kS], empty_v[kS], tail[kS]
+  __shared__ __align__(8) uint64_t barriers[5 * kS];
   if (call_faulted(p)) {
     write_fault_outputs<Elem>(p, blockIdx.x, gridDim.x);
     return;
   }
-  TileWork w;
-  if (!find_tile<Sh>(p, m_blocks, w)) return;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;  // swizzled panels: 1024-byte aligned
   const uint32_t sQ = base, sK = base + Sh::kQBytes, sV = sK + kS * kTileBytes;
@@ -458,183 +495,236 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
   const uint32_t empty_k = full_v + 8 * kS, empty_v = empty_k + 8 * kS, tail = empty_v + 8 * kS;
   if (tid == 0) {
     for (int s = 0; s < 2 * kS; ++s) mbar_init(full_k + 8 * s, 1), mbar_init(empty_k + 8 * s, kThreads / 32);
-    mbar_init(tail, 1);
+    for (int s = 0; s < kS; ++s) mbar_init(tail + 8 * s, 1);
     fence_barrier_init();
   }
   __syncthreads();
   // Varlen or paged K/V: a tile's rows past sk are the next sequence's, or whatever the page
   // (or the stage, for pieces not copied) holds. Its K rows are masked, but its V rows meet
-  // P = 0, and 0 * inf is NaN, so in the tile that straddles sk (the last one, at most one per
-  // CTA) the producer zeroes those V rows, then arrives on `tail`. Batched unpaged K/V need
-  // none of it: rows past seqlen_k are outside the tensor the copy engine reads, so zeros.
+  // P = 0, and 0 * inf is NaN, so in a key tile that straddles sk (the last of a query tile)
+  // the producer zeroes those V rows, then arrives on its stage's `tail` barrier (one per
+  // stage: the producer cannot refill a stage before the consumers have waited on it, so no
+  // tail barrier runs two phases ahead of a waiting thread). Batched unpaged K/V need none of
+  // it: rows past seqlen_k are outside the tensor the copy engine reads, so zeros.
   const bool zero_tail = kPaged || p.cu_seqlens_k != nullptr;
-  auto straddles_sk = [&](int nb) { return zero_tail && (nb + 1) * kBlockN > w.sb.sk; };
+  // The CTA's query tiles: cta_tile(r) for rounds r = 0, 1, ... (one tile per CTA when the
+  // grid has a CTA per tile). Both roles walk the same tiles and count key tiles in `it`
+  // (stage it % kS, its (it / kS)-th use), so their barrier phases agree.
+  const int rounds = (tiles + gridDim.x - 1) / gridDim.x;
 
   if (warp >= kThreads / 32) {  // the producer warpgroup
     setmaxnreg_dec<kProducerRegs>();
     if (warp != kThreads / 32) return;
-    // Asks for key tile nb of K or V (map, to shared address dst; with `both`, also of V to
-    // dst_v), landing on barrier full; the caller announces the bytes on `full` first
-    // (tile_bytes per tensor).
     // Paged: a tile is pieces of 2^piece_shift rows (32 or 64, the map's box), each inside one
     // page; the pieces past sk are not copied.
     const int piece = 1 << piece_shift;
-    auto pieces = [&](int nb) {
-      return min(kBlockN >> piece_shift, (w.sb.sk - nb * kBlockN + piece - 1) >> piece_shift);
-    };
-    auto tile_bytes = [&](int nb) -> uint32_t {
-      if constexpr (kPaged) return pieces(nb) * piece * (kD * 2);
-      return kTileBytes;
-    };
-    auto copy_tile = [&](const CUtensorMap* map, uint32_t dst, bool both, uint32_t dst_v, uint32_t full, int nb) {
-      const int t0 = nb * kBlockN;
-      if constexpr (kPaged) {
-        const int n = pieces(nb);
-        for (int q = 0; q < n; ++q) {
-          const int tq = t0 + (q << piece_shift), pg = tq / p.page_block_size;
-          const int blk = page_block(p, w.b, pg), in_page = tq - pg * p.page_block_size;
+    int it = 0;
+    for (int r = 0; r < rounds; ++r) {
+      const int index = cta_tile(r);
+      TileWork w;
+      if (index >= tiles || !find_tile<Sh>(p, m_blocks, index, w)) continue;
+      auto pieces = [&](int nb) {
+        return min(kBlockN >> piece_shift, (w.sb.sk - nb * kBlockN + piece - 1) >> piece_shift);
+      };
+      auto tile_bytes = [&](int nb) -> uint32_t {
+        if constexpr (kPaged) return pieces(nb) * piece * (kD * 2);
+        return kTileBytes;
+      };
+      // Asks for key tile nb of K or V (map, to shared address dst; with `both`, also of V to
+      // dst_v), landing on barrier full; the caller announces the bytes on `full` first.
+      auto copy_tile = [&](const CUtensorMap* map, uint32_t dst, bool both, uint32_t dst_v, uint32_t full, int nb) {
+        const int t0 = nb * kBlockN;
+        if constexpr (kPaged) {
+          const int n = pieces(nb);
+          for (int q = 0; q < n; ++q) {
+            const int tq = t0 + (q << piece_shift), pg = tq / p.page_block_size;
+            const int blk = page_block(p, w.b, pg), in_page = tq - pg * p.page_block_size;
+#pragma unroll
+            for (int panel = 0; panel < kD / 64; ++panel) {
+              const uint32_t at = panel * kBlockN * 128 + (q << piece_shift) * 128;
+              tma_load_4d(dst + at, map, full, panel * 64, in_page, w.hk, blk);
+              if (both) tma_load_4d(dst_v + at, &map_v, full, panel * 64, in_page, w.hk, blk);
+            }
+          }
+        } else {
+          const int row = static_cast<int>(w.sb.k_start) + t0, seq = p.cu_seqlens_k != nullptr ? 0 : w.b;
 #pragma unroll
           for (int panel = 0; panel < kD / 64; ++panel) {
-            const uint32_t at = panel * kBlockN * 128 + (q << piece_shift) * 128;
-            tma_load_4d(dst + at, map, full, panel * 64, in_page, w.hk, blk);
-            if (both) tma_load_4d(dst_v + at, &map_v, full, panel * 64, in_page, w.hk, blk);
+            tma_load_4d(dst + panel * kBlockN * 128, map, full, panel * 64, row, w.hk, seq);
+            if (both) tma_load_4d(dst_v + panel * kBlockN * 128, &map_v, full, panel * 64, row, w.hk, seq);
           }
         }
-      } else {
-        const int row = static_cast<int>(w.sb.k_start) + t0, seq = p.cu_seqlens_k != nullptr ? 0 : w.b;
-#pragma unroll
-        for (int panel = 0; panel < kD / 64; ++panel) {
-          tma_load_4d(dst + panel * kBlockN * 128, map, full, panel * 64, row, w.hk, seq);
-          if (both) tma_load_4d(dst_v + panel * kBlockN * 128, &map_v, full, panel * 64, row, w.hk, seq);
+      };
+      for (int nb = w.nb_lo; nb < w.nb_hi; ++nb, ++it) {
+        const int stage = it % kS, t0 = nb * kBlockN;
+        const uint32_t dk = sK + stage * kTileBytes, dv = sV + stage * kTileBytes;
+        const uint32_t fk = full_k + 8 * stage, fv = (kSplitKV ? full_v : full_k) + 8 * stage;
+        // Every lane waits on each barrier, so no lane runs a phase ahead of one (it would
+        // read an old phase of the same parity as the one it waits for); lane 0 issues.
+        if (it >= kS) mbar_wait(empty_k + 8 * stage, (it / kS - 1) & 1);
+        if constexpr (kSplitKV) {  // K first: its stage frees a product earlier than V's
+          if (lane == 0) {
+            mbar_arrive_expect_tx(fk, tile_bytes(nb));
+            copy_tile(&map_k, dk, false, 0, fk, nb);
+          }
+          if (it >= kS) mbar_wait(empty_v + 8 * stage, (it / kS - 1) & 1);
+          if (lane == 0) {
+            mbar_arrive_expect_tx(fv, tile_bytes(nb));
+            copy_tile(&map_v, dv, false, 0, fv, nb);
+          }
+        } else if (lane == 0) {
+          mbar_arrive_expect_tx(fk, 2 * tile_bytes(nb));
+          copy_tile(&map_k, dk, true, dv, fk, nb);
         }
-      }
-    };
-    for (int nb = w.nb_lo, it = 0; nb < w.nb_hi; ++nb, ++it) {
-      const int stage = it % kS, t0 = nb * kBlockN;
-      const uint32_t dk = sK + stage * kTileBytes, dv = sV + stage * kTileBytes;
-      const uint32_t fk = full_k + 8 * stage, fv = (kSplitKV ? full_v : full_k) + 8 * stage;
-      // Every lane waits on each barrier, so no lane runs a phase ahead of one (it would
-      // read an old phase of the same parity as the one it waits for); lane 0 issues.
-      if (it >= kS) mbar_wait(empty_k + 8 * stage, (it / kS - 1) & 1);
-      if constexpr (kSplitKV) {  // K first: its stage frees a product earlier than V's
-        if (lane == 0) {
-          mbar_arrive_expect_tx(fk, tile_bytes(nb));
-          copy_tile(&map_k, dk, false, 0, fk, nb);
+        if (zero_tail && (nb + 1) * kBlockN > w.sb.sk) {
+          mbar_wait(fv, (it / kS) & 1);
+          const int first = w.sb.sk - t0;  // rows first.. go (the swizzle keeps a row's chunks in the row)
+          for (int c = first * (kD / 8) + lane; c < kBlockN * (kD / 8); c += 32) {
+            const int r = c / (kD / 8), chunk = c % (kD / 8);
+            st_shared_zero16(dv + (chunk / 8) * kBlockN * 128 + r * 128 + (chunk % 8) * 16);
+          }
+          fence_proxy_async();  // the zeros, to the tensor cores' view
+          __syncwarp();
+          if (lane == 0) mbar_arrive(tail + 8 * stage);
         }
-        if (it >= kS) mbar_wait(empty_v + 8 * stage, (it / kS - 1) & 1);
-        if (lane == 0) {
-          mbar_arrive_expect_tx(fv, tile_bytes(nb));
-          copy_tile(&map_v, dv, false, 0, fv, nb);
-        }
-      } else if (lane == 0) {
-        mbar_arrive_expect_tx(fk, 2 * tile_bytes(nb));
-        copy_tile(&map_k, dk, true, dv, fk, nb);
-      }
-      if (straddles_sk(nb)) {
-        mbar_wait(fv, (it / kS) & 1);
-        const int first = w.sb.sk - t0;  // rows first..127 go (the swizzle keeps a row's chunks in the row)
-        for (int c = first * (kD / 8) + lane; c < kBlockN * (kD / 8); c += 32) {
-          const int r = c / (kD / 8), chunk = c % (kD / 8);
-          st_shared_zero16(dv + (chunk / 8) * kBlockN * 128 + r * 128 + (chunk % 8) * 16);
-        }
-        fence_proxy_async();  // the zeros, to the tensor cores' view
-        __syncwarp();
-        if (lane == 0) mbar_arrive(tail);
       }
     }
     return;
   }
 
   setmaxnreg_inc<kConsumerRegs>();
-  // 1. Q by the consumer threads (cp.async), published among them by named barrier 1.
-  const int wg = warp / 4;
-  const Fragment f{w.r0 + 64 * wg + 16 * (warp % 4) + lane / 4, lane % 4};
-  const Elem* gq = static_cast<const Elem*>(p.q);
-  load_swizzled<Sh, kBlockM>(sQ, gq + q_offset(p, w.b, w.sb, w.r0, w.h), p.q_row_stride, w.r_end - w.r0, tid);
-  cp_async_commit();
-  cp_async_wait<0>();
-  fence_proxy_async();
-  bar_sync(1, kThreads);
-
-  float o[kD / 2];
-#pragma unroll
-  for (int e = 0; e < kD / 2; ++e) o[e] = 0.f;
-  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+  const int wg = warp / 4, wtid = tid % 128;
   const float sc = p.softmax_scale * kLog2e;
-  const uint32_t q_wg = sQ + wg * 64 * 128;
+  const uint32_t q_wg = sQ + wg * 64 * 128;  // this warpgroup's 64 Q rows in each panel
+  // 1. Q: each warpgroup copies its own 64 rows (cp.async) and publishes them among its
+  //    warps with its named barrier; the next tile's rows are copied as soon as this tile's
+  //    last S is done, so they land while its last product and epilogue run.
+  const int q_bar = 2 + kWG + wg;
+  auto load_q = [&](const TileWork& w) {
+    const int r0 = w.r0 + 64 * wg, valid = min(64, w.r_end - r0);
+    const Elem* src = static_cast<const Elem*>(p.q) + q_offset(p, w.b, w.sb, r0, w.h);
+    for (int c = wtid; c < 64 * (kD / 8); c += 128) {
+      const int row = c / (kD / 8), col = (c % (kD / 8)) * 8;
+      const bool ok = row < valid && col < p.head_size;  // zeros past a padded shape's head size
+      cp_async_16(sQ + swizzled_offset(kBlockM, 64 * wg + row, col), ok ? src + row * p.q_row_stride + col : src, ok);
+    }
+    cp_async_commit();
+  };
+  // The next tile of this CTA with keys to see, after round r, into nw (-1: none).
+  auto next_with_keys = [&](int r, TileWork& nw) {
+    for (++r; r < rounds; ++r) {
+      const int index = cta_tile(r);
+      if (index < tiles && find_tile<Sh>(p, m_blocks, index, nw) && nw.nb_lo < nw.nb_hi) return index;
+    }
+    return -1;
+  };
   // Turns: warpgroup g issues its products after bar_sync(2 + g) and hands the turn to the
   // next warpgroup with bar_arrive(2 + (g + 1) % kWG); each barrier counts the two
   // warpgroups of a hand-over. Warpgroup 0 goes first (the last one's arrival before the
-  // loop) and takes the last hand-over after it, so every barrier sees matched arrivals.
+  // tiles) and takes the last hand-over after them, so every barrier sees matched arrivals.
   constexpr int kTurn = 256;
   const int my_turn = 2 + wg, next_turn = 2 + (wg + 1) % kWG;
   if (wg == kWG - 1) bar_arrive(2, kTurn);
-
-  // 2. the key loop: S of tile j is issued together with O += P V of tile j - 1, and the
-  //    softmax of tile j runs while that product does (O is rescaled after it).
-  // Waits for tile nb's K (joint ring: K and V) before S, and for its V before O += P V;
-  // a straddling tile's V also waits for the producer's zeros (tail).
-  auto wait_k = [&](int nb, int it) {
-    mbar_wait(full_k + 8 * (it % kS), (it / kS) & 1);
-    if (!kSplitKV && straddles_sk(nb)) mbar_wait(tail, 0);
-  };
-  auto wait_v = [&](int nb, int it) {
-    if (!kSplitKV) return;
-    mbar_wait(full_v + 8 * (it % kS), (it / kS) & 1);
-    if (straddles_sk(nb)) mbar_wait(tail, 0);
-  };
-  auto release = [&](uint32_t empty, int it) {  // this warp is done with the stage
-    if (lane == 0) mbar_arrive(empty + 8 * (it % kS));
-  };
-  if (w.nb_lo < w.nb_hi) {
-    uint32_t a[kBlockN / 16][4];  // P of the previous tile
-    {
-      wait_k(w.nb_lo, 0);
-      float s[kBlockN / 2];
+  int it = 0, q_index = -1;
+  uint32_t tail_parity = 0;  // bit s: the phase of stage s's tail barrier to wait for next
+  for (int r = 0; r < rounds; ++r) {
+    const int index = cta_tile(r);
+    TileWork w;
+    if (index >= tiles || !find_tile<Sh>(p, m_blocks, index, w)) continue;
+    const Fragment f{w.r0 + 64 * wg + 16 * (warp % 4) + lane / 4, lane % 4};
+    float o[kD / 2];
+#pragma unroll
+    for (int e = 0; e < kD / 2; ++e) o[e] = 0.f;
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+    auto straddles_sk = [&](int nb) { return zero_tail && (nb + 1) * kBlockN > w.sb.sk; };
+    auto wait_tail = [&](int it_) {
+      const int stage = it_ % kS;
+      mbar_wait(tail + 8 * stage, (tail_parity >> stage) & 1u);
+      tail_parity ^= 1u << stage;
+    };
+    // 2. the key loop: S of tile j is issued together with O += P V of tile j - 1, and the
+    //    softmax of tile j runs while that product does (O is rescaled after it).
+    // Waits for tile nb's K (joint ring: K and V) before S, and for its V before O += P V;
+    // a straddling tile's V also waits for the producer's zeros (tail).
+    auto wait_k = [&](int nb, int it_) {
+      mbar_wait(full_k + 8 * (it_ % kS), (it_ / kS) & 1);
+      if (!kSplitKV && straddles_sk(nb)) wait_tail(it_);
+    };
+    auto wait_v = [&](int nb, int it_) {
+      if (!kSplitKV) return;
+      mbar_wait(full_v + 8 * (it_ % kS), (it_ / kS) & 1);
+      if (straddles_sk(nb)) wait_tail(it_);
+    };
+    auto release = [&](uint32_t empty, int it_) {  // this warp is done with the stage
+      if (lane == 0) mbar_arrive(empty + 8 * (it_ % kS));
+    };
+    // After the tile's last S: this warpgroup's Q rows are free for the next tile's, once
+    // every warp of the warpgroup is past its wait for that S (a warp's copies land in
+    // rows the others' part of the product reads).
+    auto prefetch_q = [&] {
+      TileWork nw;
+      const int next = next_with_keys(r, nw);
+      if (next < 0) return;
+      bar_sync(q_bar, 128);
+      load_q(nw), q_index = next;
+    };
+    if (w.nb_lo < w.nb_hi) {
+      if (q_index != index) load_q(w), q_index = index;
+      cp_async_wait<0>();
+      fence_proxy_async();
+      bar_sync(q_bar, 128);  // the warpgroup's Q rows are in
+      uint32_t a[kBlockN / 16][4];  // P of the previous tile
+      {
+        wait_k(w.nb_lo, it);
+        float s[kBlockN / 2];
+        bar_sync(my_turn, kTurn);
+        issue_qk<Sh, Elem>(s, q_wg, sK + (it % kS) * kTileBytes);
+        bar_arrive(next_turn, kTurn);
+        wgmma_wait<0>();
+        fence_operands(s);
+        if (kSplitKV) release(empty_k, it);
+        if (w.nb_lo + 1 == w.nb_hi) prefetch_q();
+        mask_tile<kBlockN>(s, p, w, f, w.nb_lo);
+        float corr[2];
+        online_softmax<kBlockN>(s, m_run, l_run, sc, corr);  // O is still zero: no rescale
+        pack_p<kBlockN, Elem>(s, a);
+        ++it;
+      }
+      for (int nb = w.nb_lo + 1; nb < w.nb_hi; ++nb, ++it) {
+        wait_k(nb, it);
+        wait_v(nb - 1, it - 1);
+        float s[kBlockN / 2];
+        bar_sync(my_turn, kTurn);
+        issue_qk<Sh, Elem>(s, q_wg, sK + (it % kS) * kTileBytes);
+        issue_pv<Sh, Elem>(o, a, sV + ((it - 1) % kS) * kTileBytes);
+        bar_arrive(next_turn, kTurn);
+        wgmma_wait<1>();  // S of tile nb
+        fence_operands(s);
+        if (kSplitKV) release(empty_k, it);
+        if (nb + 1 == w.nb_hi) prefetch_q();
+        mask_tile<kBlockN>(s, p, w, f, nb);
+        float corr[2];
+        online_softmax<kBlockN>(s, m_run, l_run, sc, corr);
+        wgmma_wait<0>();  // O += P V of tile nb - 1
+        fence_operands(o);
+        fence_operands(a);
+        release(kSplitKV ? empty_v : empty_k, it - 1);
+        rescale_o<kD>(o, corr);
+        pack_p<kBlockN, Elem>(s, a);
+      }
+      wait_v(w.nb_hi - 1, it - 1);
       bar_sync(my_turn, kTurn);
-      issue_qk<Sh, Elem>(s, q_wg, sK);
-      bar_arrive(next_turn, kTurn);
-      wgmma_wait<0>();
-      fence_operands(s);
-      if (kSplitKV) release(empty_k, 0);
-      mask_tile<kBlockN>(s, p, w, f, w.nb_lo);
-      float corr[2];
-      online_softmax<kBlockN>(s, m_run, l_run, sc, corr);  // O is still zero: no rescale
-      pack_p<kBlockN, Elem>(s, a);
-    }
-    int it = 1;
-    for (int nb = w.nb_lo + 1; nb < w.nb_hi; ++nb, ++it) {
-      wait_k(nb, it);
-      wait_v(nb - 1, it - 1);
-      float s[kBlockN / 2];
-      bar_sync(my_turn, kTurn);
-      issue_qk<Sh, Elem>(s, q_wg, sK + (it % kS) * kTileBytes);
       issue_pv<Sh, Elem>(o, a, sV + ((it - 1) % kS) * kTileBytes);
       bar_arrive(next_turn, kTurn);
-      wgmma_wait<1>();  // S of tile nb
-      fence_operands(s);
-      if (kSplitKV) release(empty_k, it);
-      mask_tile<kBlockN>(s, p, w, f, nb);
-      float corr[2];
-      online_softmax<kBlockN>(s, m_run, l_run, sc, corr);
-      wgmma_wait<0>();  // O += P V of tile nb - 1
+      wgmma_wait<0>();
       fence_operands(o);
       fence_operands(a);
       release(kSplitKV ? empty_v : empty_k, it - 1);
-      rescale_o<kD>(o, corr);
-      pack_p<kBlockN, Elem>(s, a);
     }
-    wait_v(w.nb_hi - 1, it - 1);
-    bar_sync(my_turn, kTurn);
-    issue_pv<Sh, Elem>(o, a, sV + ((it - 1) % kS) * kTileBytes);
-    bar_arrive(next_turn, kTurn);
-    wgmma_wait<0>();
-    fence_operands(o);
-    fence_operands(a);
-    release(kSplitKV ? empty_v : empty_k, it - 1);
+    write_rows<kD, Elem>(p, w, f, o, m_run, l_run, sc);
   }
   if (wg == 0) bar_sync(2, kTurn);
-  write_rows<kD, Elem>(p, w, f, o, m_run, l_run, sc);
+  cp_async_wait<0>();  // no copy may still be landing when the CTA exits
 #else
   __trap();  // built for sm_90a only; any other target has no body
 #endif
@@ -671,7 +761,8 @@ bool make_kv_maps(const FlashFwdParams& p, int piece_shift, CUtensorMap& map_k, 
   const uint32_t box[4] = {64, paged ? 1u << piece_shift : static_cast<uint32_t>(kBlockN), 1, 1};
   auto one = [&](CUtensorMap& map, const void* ptr, int64_t row, int64_t head, int64_t batch) {
     if (outer == 1) batch = row;  // any valid stride: the coordinate is always 0
-    const uint64_t dims[4] = {Sh::kD, static_cast<uint64_t>(rows), static_cast<uint64_t>(p.num_heads_k),
+    const uint64_t dims[4] = {static_cast<uint64_t>(p.head_size), static_cast<uint64_t>(rows),
+                              static_cast<uint64_t>(p.num_heads_k),
                               static_cast<uint64_t>(outer)};
     const uint64_t strides[3] = {static_cast<uint64_t>(row) * 2, static_cast<uint64_t>(head) * 2,
                                  static_cast<uint64_t>(batch) * 2};
@@ -695,6 +786,18 @@ void set_smem_once(Kernel kernel, int bytes, bool (&done)[64]) {
     WICK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
     if (dev < 64) done[dev] = true;
   }
+}
+
+// Streaming multiprocessors of the current device (cached per device).
+int sm_count() {
+  static int cached[64] = {};
+  int dev = 0;
+  WICK_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < 64 && cached[dev] > 0) return cached[dev];
+  int sms = 0;
+  WICK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  if (dev < 64) cached[dev] = sms;
+  return sms;
 }
 
 // The grid of an instance: (query tile, head, sequence) CTAs, and the number of query tiles.
@@ -722,8 +825,13 @@ bool launch_tma(const FlashFwdParams& p, cudaStream_t st) {
   constexpr int smem = Sh::template kSmem<false>;
   static bool smem_set[64] = {};
   set_smem_once(kernel, smem, smem_set);
-  WICK_CUDA_CHECK(
-      launch_programmatic(kernel, grid, dim3(Sh::kThreads + 128), smem, st, p, m_blocks, piece_shift, map_k, map_v));
+  // Persistent: one CTA per SM (the kernel's shared memory allows no second) walks the
+  // tiles; otherwise one CTA per tile. WICK_FLASH_SM90_PERSISTENT=0 picks the latter.
+  const int tiles = static_cast<int>(grid.x);
+  static const bool persistent = not_switched_off("WICK_FLASH_SM90_PERSISTENT");
+  if (persistent) grid.x = static_cast<unsigned>(std::min(tiles, sm_count()));
+  WICK_CUDA_CHECK(launch_programmatic(kernel, grid, dim3(Sh::kThreads + 128), smem, st, p, m_blocks, tiles,
+                                      piece_shift, map_k, map_v));
   return true;
 }
 
@@ -770,7 +878,8 @@ bool available() {
 }
 
 bool covers(const FlashFwdParams& p) {
-  return (p.head_size == 64 || p.head_size == 128 || p.head_size == 256) &&
+  const int d = p.head_size;
+  return (d == 64 || d == 96 || d == 128 || d == 192 || d == 256) &&
          (p.block_table == nullptr || p.page_block_size % 32 == 0) &&
          p.alibi_slopes == nullptr && !(p.softcap > 0.f) && p.softmax_scale > 0.f &&
          p.mm_prefix_ranges == nullptr && p.num_splits <= 1 &&
@@ -798,7 +907,9 @@ bool run(const FlashFwdParams& p, void* stream) {
   auto st = static_cast<cudaStream_t>(stream);
   switch (p.head_size) {
     case 64: run_head_size<64>(p, st); return true;
+    case 96:  // on the 128-channel shape, channels 96..127 read as zeros
     case 128: run_head_size<128>(p, st); return true;
+    case 192: run_head_size<192>(p, st); return true;
     case 256: run_head_size<256>(p, st); return true;
     default: return false;  // not a head size covers() admits
   }

@@ -6,7 +6,7 @@
 
 namespace wick::kernels::flash::sm90 {
 
-// Head sizes 64, 128 and 256 (K/V paged in pages of a multiple of 32 rows, or not), no
+// Head sizes 64, 96, 128, 192 and 256 (K/V paged in pages of a multiple of 32 rows, or not), no
 // ALiBi / softcap / mm-prefix ranges, no forced split count.
 // The caller has already sent decode shapes elsewhere and checked that every row is
 // 16-byte aligned (flash_fwd.cu: vector_friendly).
