@@ -8,6 +8,8 @@
 //   C  A through a paged K/V cache (page 64, shuffled block table)
 //   D  paged decode: one query per sequence, GQA 32/8, d128, page 64, shuffled;
 //      (B, ctx) = (64, 4096), (64, 16384), (128, 8192), (1, 32768); K+V bytes / time
+//   E  the other head sizes of the Hopper kernels (only when named): 16k tokens, seqlen 4k and
+//      16k, d 96 / 192, 16 heads, causal and not
 //   copy: a device-to-device copy of 2 GiB (read + write bytes / time), the bandwidth roof
 //   S  short decode (tuning, only when named): B = 1, ctx 512 and 2048, the launcher's
 //      split-KV count and forced counts 1, 2, 4, 8, 16
@@ -18,7 +20,7 @@
 // FLOPs: 4 * d * h * (visible query-key pairs); causal counts sq * (sq + 1) / 2 pairs per
 // sequence when sq == sk, the convention torch's and FlashAttention's benchmarks use.
 // Options: --json FILE, --only GROUPS (e.g. "ABD", "copy"),
-// --filter NAME_SUBSTRING. L and S run only when named.
+// --filter NAME_SUBSTRING. E, L and S run only when named.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -362,6 +364,16 @@ int main(int argc, char** argv) {
           w.lens.assign(16384 / S, S);
           w.d = d, w.h = w.hk = 2048 / d, w.causal = causal, w.varlen = false;
           run_prefill("B_S" + std::to_string(S) + "_d" + std::to_string(d) + (causal ? "_causal" : ""), w);
+        }
+  }
+  if (only.find('E') != std::string::npos) {
+    for (int S : {4096, 16384})
+      for (int d : {96, 192})
+        for (bool causal : {false, true}) {
+          Prefill w;
+          w.lens.assign(16384 / S, S);
+          w.d = d, w.h = w.hk = 16, w.causal = causal, w.varlen = false;
+          run_prefill("E_S" + std::to_string(S) + "_d" + std::to_string(d) + (causal ? "_causal" : ""), w);
         }
   }
   if (want("V")) {

@@ -1,9 +1,10 @@
 """PyTorch peers of bench/flash_bench.cu, same workloads, same GPU, bf16.
 
 A: torch.nn.attention.varlen.varlen_attn; B: scaled_dot_product_attention with the flash and
-cuDNN backends; D: SDPA cuDNN on contiguous K/V (enable_gqa). Times are CUDA-event medians
-after warm-up; every input set is larger than 3x the L2 cache. Prints one JSON line per
-config (and writes them to --json FILE)."""
+cuDNN backends (E: the same at head sizes 96 and 192, only when named); D: SDPA cuDNN on
+contiguous K/V (enable_gqa). Times are CUDA-event medians after warm-up; every input set is
+larger than 3x the L2 cache. Prints one JSON line per config (and writes them to --json
+FILE)."""
 import argparse
 import inspect
 import json
@@ -81,13 +82,13 @@ def run_a():
             emit("torch_varlen", "A_varlen_" + tag, ms, "tflops", 4.0 * d * h * pairs(lens, causal) / ms / 1e9)
 
 
-def run_b():
-    for S in (1024, 4096, 16384):
-        for d in (64, 128, 256):
-            h, B = 2048 // d, 16384 // S
+def run_b(group="B", sizes=(1024, 4096, 16384), dims=(64, 128, 256), heads=None):
+    for S in sizes:
+        for d in dims:
+            h, B = heads or 2048 // d, 16384 // S
             q, k, v = (rand(B, S, h, d).transpose(1, 2) for _ in range(3))
             for causal in (False, True):
-                name = f"B_S{S}_d{d}" + ("_causal" if causal else "")
+                name = f"{group}_S{S}_d{d}" + ("_causal" if causal else "")
                 flops = 4.0 * d * h * pairs([S] * B, causal)
                 for impl, backend in (("torch_flash", SDPBackend.FLASH_ATTENTION),
                                       ("torch_cudnn", SDPBackend.CUDNN_ATTENTION)):
@@ -139,6 +140,8 @@ def main():
         run_b()
     if "D" in args.only:
         run_d()
+    if "E" in args.only:  # the other head sizes: 16 heads of 96 or 192 channels
+        run_b("E", (4096, 16384), (96, 192), 16)
 
 
 if __name__ == "__main__":
