@@ -238,31 +238,47 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const FlashBwdParams b
     fence_operands(as);
 
     // 4. dS^T rows to shared memory (A fragment register r of step kk: n-block 2 kk + r / 2,
-    //    row i = r % 2), published to this warpgroup's tensor cores; dQ_w = dS_w K_w
+    //    row i = r % 2), published to the tensor cores; then dQ = dS K, added into dq_accum:
+    //    at D = 128 over all 128 keys, each warpgroup taking 64 of the channels (one set of
+    //    atomics per step, half of what one per warpgroup would add); at D = 64 each
+    //    warpgroup over its own 64 keys (dQ_w = dS_w K_w, both adding all channels).
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
       for (int r = 0; r < 4; ++r)
         st_shared_b32(sdS + swizzled_offset(kBlockN, key_row + 8 * (r % 2), 8 * (2 * kk + r / 2) + 2 * tq), as[kk][r]);
     fence_proxy_async();
-    bar_sync(2 + wg, 128);
-    float dq[D / 2];
+    constexpr bool kSplitD = D >= 128;
+    constexpr int kDq = kSplitD ? D / 2 : D;  // dQ channels per warpgroup
+    if constexpr (kSplitD)
+      __syncthreads();  // both warpgroups' dS^T rows are in
+    else
+      bar_sync(2 + wg, 128);
+    float dq[kDq / 2];
     wgmma_fence();
+    if constexpr (kSplitD) {
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-      wgmma_ss<D, Elem, true>(dq, make_desc(ds_wg + kk * 16 * 128, kQPanel, 1024),
-                              make_desc(k_wg + kk * 16 * 128, kKPanel, 1024), kk > 0);
+      for (int kk = 0; kk < kBlockN / 16; ++kk)
+        wgmma_ss<kDq, Elem, true>(dq, make_desc(sdS + kk * 16 * 128, kQPanel, 1024),
+                                  make_desc(sK + wg * (kDq / 64) * kKPanel + kk * 16 * 128, kKPanel, 1024), kk > 0);
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        wgmma_ss<kDq, Elem, true>(dq, make_desc(ds_wg + kk * 16 * 128, kQPanel, 1024),
+                                  make_desc(k_wg + kk * 16 * 128, kKPanel, 1024), kk > 0);
+    }
     wgmma_commit();
     wgmma_wait<0>();
     fence_operands(dq);
+    const int c0 = kSplitD ? wg * kDq : 0;  // this warpgroup's first dQ channel
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int q = i0 + 16 * (warp % 4) + g + 8 * i;
       if (q >= s.sq) continue;
-      float* dst = bp.dq_accum + ((s.q_row0 + q) * p.num_heads + h) * hs + 2 * tq;
+      float* dst = bp.dq_accum + ((s.q_row0 + q) * p.num_heads + h) * hs + c0 + 2 * tq;
 #pragma unroll
-      for (int jj = 0; jj < D / 8; ++jj)
-        if (8 * jj < hs)
+      for (int jj = 0; jj < kDq / 8; ++jj)
+        if (c0 + 8 * jj < hs)
           flash_bwd_mma::atomic_add2(dst + 8 * jj, p.softmax_scale * dq[4 * jj + 2 * i],
                                      p.softmax_scale * dq[4 * jj + 2 * i + 1]);
     }
