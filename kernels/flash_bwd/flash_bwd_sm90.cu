@@ -13,9 +13,11 @@
 //   2. P^T = exp2(S^T * scale * log2 e - lse * log2 e), dS^T = P^T (dP^T - D): 0 where a query
 //      does not see the key; both packed as 16-bit A fragments
 //   3. dV += P^T dO, dK += dS^T Q (A from registers; dO and Q read transposed)
-//   4. dS^T to shared memory (the warpgroup's 64 rows), then dQ_w = dS_w K_w (dS and K read
-//      transposed), added into dq_accum with f32 atomics: each warpgroup adds its own keys'
-//      part, so dQ's last bits vary run to run
+//   4. dS^T to shared memory (the warpgroup's 64 rows), then dQ = dS K (dS and K read
+//      transposed), added into dq_accum with f32 atomics: at head size 128 over all 128 keys
+//      once both warpgroups' rows are in, each warpgroup taking 64 of the channels; at 64
+//      each warpgroup over its own keys. dQ's terms arrive from the CTAs in the order they
+//      run, so its last bits vary run to run
 // At the end dK (times the softmax scale) and dV are stored once, in the output dtype.
 #include "kernels/flash_bwd/flash_bwd_sm90.h"
 
