@@ -139,6 +139,41 @@ __device__ __forceinline__ KeyTile key_tile(const FlashFwdParams& p, int b, cons
   return kt;
 }
 
+// The walk of a kv-side CTA (key tile `tile` of kv head hk): the query rows whose window
+// reaches a key of the tile, in whole query tiles of kBlockM rows, times the heads of the
+// group. Step n (0 <= n < steps) is query head head(n), rows row0(n) ..; key tiles start
+// their walk at different query tiles, so the CTAs of one head do not all add into the same
+// dQ rows at once.
+template <int kBlockM>
+struct StepWalk {
+  int first_tile, n_tiles, hk, group, tile, steps;
+  __device__ __forceinline__ StepWalk(const FlashFwdParams& p, const KeyTile& kt, int hk_, int tile_)
+      : first_tile(kt.i_lo / kBlockM),
+        n_tiles(kt.i_hi > kt.i_lo ? (kt.i_hi - 1) / kBlockM - first_tile + 1 : 0),
+        hk(hk_),
+        group(group_size(p)),
+        tile(tile_),
+        steps(group * n_tiles) {}
+  __device__ __forceinline__ int head(int n) const { return hk * group + n / n_tiles; }
+  __device__ __forceinline__ int row0(int n) const { return (first_tile + (n + tile) % n_tiles) * kBlockM; }
+};
+
+// A step's lse and D (dsum) of query rows i0 .. i0 + kBlockM - 1, head h, by cp.async into
+// rows[0, kBlockM) and rows[kBlockM, 2 kBlockM) (zeros past the sequence's rows); thread t of
+// kThreads copies every kThreads-th value.
+template <int kBlockM, int kThreads>
+__device__ __forceinline__ void load_lse_dsum(float* rows, const FlashBwdParams& bp, int b, const SeqBounds& s, int i0,
+                                              int h, int t) {
+  const FlashFwdParams& p = bp.fwd;
+  for (int x = t; x < 2 * kBlockM; x += kThreads) {
+    const int i = i0 + x % kBlockM;
+    const bool ok = i < s.sq;
+    const float* src = x < kBlockM ? p.lse + (ok ? lse_offset(p, b, s, i, h) : 0)
+                                   : bp.dsum + (ok ? dsum_index(p, s.q_row0 + i, h) : 0);
+    cp_async_4(smem_addr(rows + x), src, ok);
+  }
+}
+
 // dq_accum-style buffers: at[0..1] += (x, y), one vector atomic where the GPU has it.
 __device__ __forceinline__ void atomic_add2(float* at, float x, float y) {
 #if __CUDA_ARCH__ >= 900
@@ -410,30 +445,16 @@ __global__ void __launch_bounds__(32 * kWarps) bwd_key_tile_kernel(const FlashBw
   load_kv_rows<kBlockN, kD, kStride, kThreads>(sK, sV, p, b, s, t0, hk);
   cp_async_commit();
 
-  // The query rows whose window reaches a key of the tile, in whole query tiles, times the
-  // heads of the group: the steps.
   const KeyTile kt = key_tile<kBlockN>(p, b, s, t0, warp, g);
-  const int first_tile = kt.i_lo / kBlockM;
-  const int n_tiles = kt.i_hi > kt.i_lo ? (kt.i_hi - 1) / kBlockM - first_tile + 1 : 0;
-  const int group = group_size(p), steps = group * n_tiles;
-  auto head_of = [&](int n) { return hk * group + n / n_tiles; };
-  // Key tiles start their walk at different query tiles, so the CTAs of one head do not
-  // all add into the same dQ rows at once.
-  auto row0_of = [&](int n) { return (first_tile + (n + tile) % n_tiles) * kBlockM; };
+  const StepWalk<kBlockM> walk(p, kt, hk, tile);
+  const int steps = walk.steps;
 
   // Step n's Q, dO, lse and D into stage n % kStages (one cp.async group).
   auto load_step = [&](int n) {
-    const int h = head_of(n), i0 = row0_of(n), j = n % kStages;
+    const int h = walk.head(n), i0 = walk.row0(n), j = n % kStages;
     Elem* q_dst = sStage + j * Cfg::kStage;
     load_q_do_rows<kBlockM, kD, kStride, kThreads>(q_dst, q_dst + kBlockM * kStride, bp, b, s, i0, h);
-    float* rows = sRows + j * 2 * kBlockM;
-    for (int r = threadIdx.x; r < 2 * kBlockM; r += kThreads) {
-      const int i = i0 + r % kBlockM;
-      const bool ok = i < s.sq;
-      const float* src = r < kBlockM ? p.lse + (ok ? lse_offset(p, b, s, i, h) : 0)
-                                     : bp.dsum + (ok ? dsum_index(p, s.q_row0 + i, h) : 0);
-      cp_async_4(smem_addr(rows + r), src, ok);
-    }
+    load_lse_dsum<kBlockM, kThreads>(sRows + j * 2 * kBlockM, bp, b, s, i0, h, threadIdx.x);
   };
   if (steps > 0) load_step(0);
   cp_async_commit();
@@ -449,7 +470,7 @@ __global__ void __launch_bounds__(32 * kWarps) bwd_key_tile_kernel(const FlashBw
   const uint32_t ds_at = bt_lane<kSStride>(sdS, lane);
 
   for (int n = 0; n < steps; ++n) {
-    const int h = head_of(n), i0 = row0_of(n), j = n % kStages;
+    const int h = walk.head(n), i0 = walk.row0(n), j = n % kStages;
     if constexpr (kStages == 2) {
       if (n + 1 < steps) load_step(n + 1);  // its stage was last read before step n-1's barrier
       cp_async_commit();

@@ -117,31 +117,19 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const FlashBwdParams b
                         p.v_row_stride, valid_k, hs);
   cp_async_commit();
 
-  // The steps: (query head of the group, query tile) pairs whose window reaches the tile;
-  // key tiles start their walk at different query tiles, so the CTAs of one head do not all
-  // add into the same dQ rows at once.
+  // The steps: (query head of the group, query tile) pairs whose window reaches the tile.
   const flash_bwd_mma::KeyTile kt = flash_bwd_mma::key_tile<kBlockN>(p, b, s, t0, warp, g);
-  const int first_tile = kt.i_lo / kBlockM;
-  const int n_tiles = kt.i_hi > kt.i_lo ? (kt.i_hi - 1) / kBlockM - first_tile + 1 : 0;
-  const int group = group_size(p), steps = group * n_tiles;
-  auto head_of = [&](int n) { return hk * group + n / n_tiles; };
-  auto row0_of = [&](int n) { return (first_tile + (n + tile) % n_tiles) * kBlockM; };
+  const flash_bwd_mma::StepWalk<kBlockM> walk(p, kt, hk, tile);
+  const int steps = walk.steps;
   auto load_step = [&](int n) {
-    const int h = head_of(n), i0 = row0_of(n), j = n % kStages;
+    const int h = walk.head(n), i0 = walk.row0(n), j = n % kStages;
     const int valid_q = min(kBlockM, s.sq - i0);
     load_tile<D, kBlockM>(sQ(j), static_cast<const Elem*>(p.q) + q_offset(p, b, s, i0, h), p.q_row_stride, valid_q,
                           hs);
     const Elem* dout = static_cast<const Elem*>(bp.dout) + b * bp.do_batch_stride +
                        (s.q_start + i0) * bp.do_row_stride + h * bp.do_head_stride;
     load_tile<D, kBlockM>(sdO(j), dout, bp.do_row_stride, valid_q, hs);
-    float* r = rows + j * 2 * kBlockM;
-    for (int x = tid; x < 2 * kBlockM; x += kThreads) {
-      const int i = i0 + x % kBlockM;
-      const bool ok = i < s.sq;
-      const float* src = x < kBlockM ? p.lse + (ok ? lse_offset(p, b, s, i, h) : 0)
-                                     : bp.dsum + (ok ? dsum_index(p, s.q_row0 + i, h) : 0);
-      cp_async_4(smem_addr(r + x), src, ok);
-    }
+    flash_bwd_mma::load_lse_dsum<kBlockM, kThreads>(rows + j * 2 * kBlockM, bp, b, s, i0, h, tid);
   };
   if (steps > 0) load_step(0);
   cp_async_commit();
@@ -156,7 +144,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const FlashBwdParams b
   const int key_row = 16 * warp + g;  // this thread's rows of the tile: key_row, key_row + 8
 
   for (int n = 0; n < steps; ++n) {
-    const int h = head_of(n), i0 = row0_of(n), j = n % kStages;
+    const int h = walk.head(n), i0 = walk.row0(n), j = n % kStages;
     cp_async_wait<0>();
     fence_proxy_async();  // this thread's copies, landed, to the tensor cores' view
     // Step n's tiles are in for every thread, and every warp is done with step n - 1, so its
