@@ -55,6 +55,7 @@
 #include "kernels/flash/flash_mma.cuh"
 #include "kernels/flash/hopper.cuh"
 #include "kernels/flash/tma_map.h"
+#include "kernels/smem_limit.h"
 #include "tensor/cuda_check.h"
 
 namespace wick::kernels::flash::sm90 {
@@ -778,16 +779,6 @@ bool use_tma() {
   return on;
 }
 
-template <class Kernel>
-void set_smem_once(Kernel kernel, int bytes, bool (&done)[64]) {
-  int dev = 0;
-  WICK_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev >= 64 || !done[dev]) {
-    WICK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    if (dev < 64) done[dev] = true;
-  }
-}
-
 // Streaming multiprocessors of the current device (cached per device).
 int sm_count() {
   static int cached[64] = {};
@@ -823,8 +814,8 @@ bool launch_tma(const FlashFwdParams& p, cudaStream_t st) {
   if (!grid_of<Sh>(p, grid, m_blocks)) return true;
   auto kernel = fwd_kernel_tma<Sh, Elem, kPaged>;
   constexpr int smem = Sh::template kSmem<false>;
-  static bool smem_set[64] = {};
-  set_smem_once(kernel, smem, smem_set);
+  static bool smem_set[kSmemLimitDevices] = {};
+  raise_smem_limit_once(kernel, smem, smem_set);
   // Persistent: one CTA per SM (the kernel's shared memory allows no second) walks the
   // tiles; otherwise one CTA per tile. WICK_FLASH_SM90_PERSISTENT=0 picks the latter.
   const int tiles = static_cast<int>(grid.x);
@@ -855,8 +846,8 @@ void launch(const FlashFwdParams& p, cudaStream_t st) {
   if (!grid_of<ShC>(p, grid, m_blocks)) return;
   auto kernel = fwd_kernel<ShC, Elem, kPaged>;
   constexpr int smem = ShC::template kSmem<kPaged>;
-  static bool smem_set[64] = {};
-  set_smem_once(kernel, smem, smem_set);
+  static bool smem_set[kSmemLimitDevices] = {};
+  raise_smem_limit_once(kernel, smem, smem_set);
   WICK_CUDA_CHECK(launch_programmatic(kernel, grid, dim3(ShC::kThreads), smem, st, p, m_blocks));
 }
 

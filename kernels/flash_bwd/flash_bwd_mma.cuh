@@ -33,6 +33,7 @@
 #include "kernels/flash/flash_mma.cuh"
 #include "kernels/flash_bwd/flash_bwd_mma.h"
 #include "kernels/flash_bwd/flash_bwd_params.h"
+#include "kernels/smem_limit.h"
 #include "tensor/cuda_check.h"
 
 namespace wick::kernels::flash_bwd_mma {
@@ -593,14 +594,9 @@ template <int kD, int kDV, class Elem, bool kDq, int kW, int kBM>
 void launch_key_tiles_cfg(const FlashBwdParams& bp, cudaStream_t st, int chunks, int max_sk) {
   const FlashFwdParams& p = bp.fwd;
   using F = FusedCfg<kD, kDV, kW, kBM>;
-  static bool attributes_set = false;  // the dynamic shared-memory limits, once per instance
-  if (!attributes_set) {
-    WICK_CUDA_CHECK(cudaFuncSetAttribute(bwd_key_tile_kernel<kD, kDV, Elem, false, kDq, kW, kBM>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, F::kSmem));
-    WICK_CUDA_CHECK(cudaFuncSetAttribute(bwd_key_tile_kernel<kD, kDV, Elem, true, kDq, kW, kBM>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, F::kSmem));
-    attributes_set = true;
-  }
+  static bool smem_set[2][kSmemLimitDevices] = {};  // the two forms' limits, once per device
+  raise_smem_limit_once(bwd_key_tile_kernel<kD, kDV, Elem, false, kDq, kW, kBM>, F::kSmem, smem_set[0]);
+  raise_smem_limit_once(bwd_key_tile_kernel<kD, kDV, Elem, true, kDq, kW, kBM>, F::kSmem, smem_set[1]);
   const dim3 grid(static_cast<unsigned>((max_sk + F::kBlockN - 1) / F::kBlockN * chunks), p.num_heads_k, p.batch);
   if (p.softcap > 0.f || p.alibi_slopes)
     bwd_key_tile_kernel<kD, kDV, Elem, true, kDq, kW, kBM><<<grid, F::kThreads, F::kSmem, st>>>(bp, chunks);
@@ -638,12 +634,8 @@ void launch(const FlashBwdParams& bp, cudaStream_t st) {
   const int chunks = (p.head_size + kDV - 1) / kDV;
   const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
   using Q = QCfg<kD, kDV, Elem>;
-  static bool attribute_set = false;
-  if (!attribute_set) {
-    WICK_CUDA_CHECK(cudaFuncSetAttribute(bwd_q_kernel<kD, kDV, Elem>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         Q::kSmem));
-    attribute_set = true;
-  }
+  static bool smem_set[kSmemLimitDevices] = {};
+  raise_smem_limit_once(bwd_q_kernel<kD, kDV, Elem>, Q::kSmem, smem_set);
   const dim3 q_grid(static_cast<unsigned>((max_sq + Q::kBlockM - 1) / Q::kBlockM * chunks), p.num_heads, p.batch);
   bwd_q_kernel<kD, kDV, Elem><<<q_grid, kThreads, Q::kSmem, st>>>(bp, chunks);
   WICK_CUDA_CHECK(cudaGetLastError());

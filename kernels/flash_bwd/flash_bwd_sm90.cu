@@ -28,6 +28,7 @@
 #include "kernels/flash/flash_mma.cuh"
 #include "kernels/flash/hopper.cuh"
 #include "kernels/flash_bwd/flash_bwd_mma.cuh"
+#include "kernels/smem_limit.h"
 #include "tensor/cuda_check.h"
 
 namespace wick::kernels::flash_bwd_sm90 {
@@ -286,13 +287,8 @@ template <int D, class Elem>
 void launch_instance(const FlashBwdParams& bp, cudaStream_t st) {
   const FlashFwdParams& p = bp.fwd;
   auto kernel = bwd_kernel<D, Elem>;
-  static bool smem_set[64] = {};
-  int dev = 0;
-  WICK_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev >= 64 || !smem_set[dev]) {
-    WICK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tiles<D>::kSmem));
-    if (dev < 64) smem_set[dev] = true;
-  }
+  static bool smem_set[kSmemLimitDevices] = {};
+  raise_smem_limit_once(kernel, Tiles<D>::kSmem, smem_set);
   const int max_sk = p.cu_seqlens_k ? p.max_seqlen_k : p.seqlen_k;
   const dim3 grid(static_cast<unsigned>((max_sk + kBlockN - 1) / kBlockN), p.num_heads_k, p.batch);
   kernel<<<grid, kThreads, Tiles<D>::kSmem, st>>>(bp);
