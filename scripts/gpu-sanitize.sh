@@ -53,6 +53,10 @@ run memcheck 900 "$memcheck_set" --report-api-errors no
 # On a Hopper GPU the sm_90a kernels take most flash calls; the sm_80 family (Ampere's
 # kernels, and Hopper's for what the sm_90a ones do not cover) gets its own memcheck pass.
 LOG_NAME=memcheck-sm80 RUN_ENV=WICK_FLASH_SM90=0 run memcheck 300 "$flash_small"
+# The persistent Hopper forward is off by default; this pass runs it (with its test of CTAs
+# walking several tiles, whose assertions check the outputs too).
+LOG_NAME=memcheck-persistent RUN_ENV=WICK_FLASH_SM90_PERSISTENT=1 run memcheck 300 \
+  "flash kernels: sanitizer subset,flash kernels: more query tiles*"
 run racecheck 900 "$racecheck_set" --racecheck-report all
 run initcheck 900 "$initcheck_set"
 run synccheck 600 "$synccheck_set"

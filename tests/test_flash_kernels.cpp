@@ -614,6 +614,33 @@ TEST_CASE("flash kernels: paged K/V with shuffled block tables") {
   for (const Case& c : cases) check_case(c);
 }
 
+// More (query tile, head, sequence) work units than an H200 has SMs (132): 320 here, so
+// with WICK_FLASH_SM90_PERSISTENT=1 each CTA of the persistent Hopper kernel walks three
+// rounds of tiles (forwards, backwards, forwards), among them tiles past the end of short
+// sequences, and prefetches the next tile's Q while finishing the last one.
+TEST_CASE("flash kernels: more query tiles than SMs (persistent CTAs walk several)") {
+  SKIP_WITHOUT_CUDA();
+  std::vector<Case> cases;
+  for (int hs : {64, 128, 256}) {
+    for (bool causal : {false, true}) {
+      if (hs != 64 && !causal) continue;
+      Case c = varlen_case("80 sequences, d" + std::to_string(hs) + (causal ? " causal" : ""), 80, 1, 200, hs);
+      c.nh = 2, c.nhk = 1, c.causal = causal;
+      cases.push_back(c);
+    }
+  }
+  {
+    Case c = varlen_case("80 sequences, d128, sq != sk, paged 64", 80, 1, 200, 128);
+    c.sk = lengths(case_rng(), 80, 1, 400);
+    c.nh = 2, c.nhk = 1, c.page = 64;
+    cases.push_back(c);
+    c.name = "80 sequences, d128, sq != sk, window 50/10";
+    c.page = 0, c.wl = 50, c.wr = 10;
+    cases.push_back(c);
+  }
+  for (const Case& c : cases) check_case(c);
+}
+
 TEST_CASE("flash kernels: decode, forced split counts agree") {
   SKIP_WITHOUT_CUDA();
   // One query per sequence, GQA 32/8, paged 64: the decode shape.
