@@ -1,7 +1,7 @@
 // The attention backward through the public op, as training code runs it: the forward once
 // (recorded by autograd), then the backward pass alone (autograd::grad with the graph
 // retained), timed with a device wait after each pass; median of `reps`.
-//   bench_attention_bwd [--json FILE] [--reps N] [--only AB]
+//   bench_attention_bwd [--json FILE] [--reps N] [--only AB] [--filter TEXT]
 // Workloads (bf16), the same as bench/bwd_peers.py runs on torch:
 //   B  fixed length: 16k tokens per batch (batch = 16384 / S), S = 1k, 4k, 16k, d 64 / 128,
 //      heads = 2048 / d, causal and not (flash_attn on (batch, S, heads, d) tensors)
@@ -26,6 +26,9 @@ namespace {
 using namespace wick;
 FILE* g_json = nullptr;
 int g_reps = 10;
+std::string g_filter;  // run only the workloads whose name contains it
+
+bool wanted(const std::string& name) { return name.find(g_filter) != std::string::npos; }
 
 void emit(const std::string& name, double ms, double tflops) {
   char line[256];
@@ -68,6 +71,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) g_json = std::fopen(argv[++i], "w");
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) g_reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else if (!std::strcmp(argv[i], "--filter") && i + 1 < argc) g_filter = argv[++i];
   }
   const bool cuda = Device::cuda_available();
   const Device dev = cuda ? Device::cuda(0) : Device::cpu();
@@ -88,13 +92,15 @@ int main(int argc, char** argv) {
       for (size_t d : {64, 128})
         for (bool causal : {false, true}) {
           const size_t h = 2048 / d, B = 16384 / S;
+          const std::string name = "B_S" + std::to_string(S) + "_d" + std::to_string(d) + (causal ? "_causal" : "");
+          if (!wanted(name)) continue;
           const Tensor q = q_all.reshape(Shape{B, S, h, d});
           const Tensor k = k_all.reshape(Shape{B, S, h, d});
           const Tensor v = v_all.reshape(Shape{B, S, h, d});
           const float scale = 1.0f / std::sqrt(static_cast<float>(d));
           const double ms = backward_ms(dev, q, k, v, [&](auto& a, auto& b, auto& c) { return flash_attn(a, b, c, scale, causal); });
           const double flop = 2.5 * 4.0 * d * h * pairs(std::vector<uint32_t>(B, S), causal);
-          emit("B_S" + std::to_string(S) + "_d" + std::to_string(d) + (causal ? "_causal" : ""), ms, flop / ms / 1e9);
+          emit(name, ms, flop / ms / 1e9);
         }
   }
   if (only.find('A') != std::string::npos) {
@@ -108,6 +114,8 @@ int main(int argc, char** argv) {
     const Tensor v_all = Tensor::randn({total, 2048}, DType::BF16, dev, 6);
     for (auto [d, h] : {std::pair<size_t, size_t>{128, 16}, {64, 32}})
       for (bool causal : {false, true}) {
+        const std::string name = "A_varlen_d" + std::to_string(d) + "_h" + std::to_string(h) + (causal ? "_causal" : "");
+        if (!wanted(name)) continue;
         const Tensor q = q_all.reshape(Shape{total, h, d});
         const Tensor k = k_all.reshape(Shape{total, h, d});
         const Tensor v = v_all.reshape(Shape{total, h, d});
@@ -116,7 +124,7 @@ int main(int argc, char** argv) {
           return flash_attn_varlen(a, b, c, cut, cut, max_len, max_len, scale, causal);
         });
         const double flop = 2.5 * 4.0 * d * h * pairs(lens, causal);
-        emit("A_varlen_d" + std::to_string(d) + "_h" + std::to_string(h) + (causal ? "_causal" : ""), ms, flop / ms / 1e9);
+        emit(name, ms, flop / ms / 1e9);
       }
   }
   if (g_json) std::fclose(g_json);

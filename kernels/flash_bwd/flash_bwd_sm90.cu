@@ -16,7 +16,7 @@
 //   4. dS^T to shared memory (the warpgroup's 64 rows), then dQ = dS K (dS and K read
 //      transposed), added into dq_accum with f32 atomics: at head size 128 over all 128 keys
 //      once both warpgroups' rows are in, each warpgroup taking 64 of the channels; at 64
-//      each warpgroup over its own keys. dQ's terms arrive from the CTAs in the order they
+//      the warpgroups take turns by step. dQ's terms arrive from the CTAs in the order they
 //      run, so its last bits vary run to run
 // At the end dK (times the softmax scale) and dV are stored once, in the output dtype.
 #include "kernels/flash_bwd/flash_bwd_sm90.h"
@@ -141,7 +141,6 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const FlashBwdParams b
   const float scale2 = p.softmax_scale * kLog2e;
   constexpr uint32_t kKPanel = kBlockN * 128, kQPanel = kBlockM * 128;  // bytes between 64-channel panels
   const uint32_t k_wg = sK + wg * 64 * 128, v_wg = sV + wg * 64 * 128;   // the warpgroup's key rows
-  const uint32_t ds_wg = sdS + wg * 64 * 128;
   const int key_row = 16 * warp + g;  // this thread's rows of the tile: key_row, key_row + 8
 
   for (int n = 0; n < steps; ++n) {
@@ -229,49 +228,42 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const FlashBwdParams b
     fence_operands(as);
 
     // 4. dS^T rows to shared memory (A fragment register r of step kk: n-block 2 kk + r / 2,
-    //    row i = r % 2), published to the tensor cores; then dQ = dS K, added into dq_accum:
-    //    at D = 128 over all 128 keys, each warpgroup taking 64 of the channels (one set of
-    //    atomics per step, half of what one per warpgroup would add); at D = 64 each
-    //    warpgroup over its own 64 keys (dQ_w = dS_w K_w, both adding all channels).
+    //    row i = r % 2), published to the tensor cores; then dQ = dS K over all 128 keys of
+    //    the tile, added into dq_accum with one set of atomics per step: at D = 128 each
+    //    warpgroup takes one 64-channel panel, at D = 64 (one panel) the warpgroups take
+    //    turns by step.
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
       for (int r = 0; r < 4; ++r)
         st_shared_b32(sdS + swizzled_offset(kBlockN, key_row + 8 * (r % 2), 8 * (2 * kk + r / 2) + 2 * tq), as[kk][r]);
     fence_proxy_async();
-    constexpr bool kSplitD = D >= 128;
-    constexpr int kDq = kSplitD ? D / 2 : D;  // dQ channels per warpgroup
-    if constexpr (kSplitD)
-      __syncthreads();  // both warpgroups' dS^T rows are in
-    else
-      bar_sync(2 + wg, 128);
-    float dq[kDq / 2];
-    wgmma_fence();
-    if constexpr (kSplitD) {
+    __syncthreads();  // both warpgroups' dS^T rows are in
+    constexpr int kPanels = D / 64;
+    static_assert(kPanels == 1 || kPanels == 2, "one panel per warpgroup, or turns");
+    const int panel = kPanels == 2 ? wg : 0;
+    if (kPanels == 2 || wg == (n & 1)) {
+      float dq[32];
+      wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kBlockN / 16; ++kk)
-        wgmma_ss<kDq, Elem, true>(dq, make_desc(sdS + kk * 16 * 128, kQPanel, 1024),
-                                  make_desc(sK + wg * (kDq / 64) * kKPanel + kk * 16 * 128, kKPanel, 1024), kk > 0);
-    } else {
+        wgmma_ss<64, Elem, true>(dq, make_desc(sdS + kk * 16 * 128, kQPanel, 1024),
+                                 make_desc(sK + panel * kKPanel + kk * 16 * 128, kKPanel, 1024), kk > 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_operands(dq);
+      const int c0 = 64 * panel;  // this warpgroup's first dQ channel
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
-        wgmma_ss<kDq, Elem, true>(dq, make_desc(ds_wg + kk * 16 * 128, kQPanel, 1024),
-                                  make_desc(k_wg + kk * 16 * 128, kKPanel, 1024), kk > 0);
-    }
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_operands(dq);
-    const int c0 = kSplitD ? wg * kDq : 0;  // this warpgroup's first dQ channel
+      for (int i = 0; i < 2; ++i) {
+        const int q = i0 + 16 * (warp % 4) + g + 8 * i;
+        if (q >= s.sq) continue;
+        float* dst = bp.dq_accum + ((s.q_row0 + q) * p.num_heads + h) * hs + c0 + 2 * tq;
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int q = i0 + 16 * (warp % 4) + g + 8 * i;
-      if (q >= s.sq) continue;
-      float* dst = bp.dq_accum + ((s.q_row0 + q) * p.num_heads + h) * hs + c0 + 2 * tq;
-#pragma unroll
-      for (int jj = 0; jj < kDq / 8; ++jj)
-        if (c0 + 8 * jj < hs)
-          flash_bwd_mma::atomic_add2(dst + 8 * jj, p.softmax_scale * dq[4 * jj + 2 * i],
-                                     p.softmax_scale * dq[4 * jj + 2 * i + 1]);
+        for (int jj = 0; jj < 8; ++jj)
+          if (c0 + 8 * jj < hs)
+            flash_bwd_mma::atomic_add2(dst + 8 * jj, p.softmax_scale * dq[4 * jj + 2 * i],
+                                       p.softmax_scale * dq[4 * jj + 2 * i + 1]);
+      }
     }
   }
   cp_async_wait<0>();
