@@ -615,7 +615,7 @@ TEST_CASE("flash kernels: paged K/V with shuffled block tables") {
 }
 
 // More (query tile, head, sequence) work units than an H200 has SMs (132): 320 here, so
-// with WICK_FLASH_SM90_PERSISTENT=1 each CTA of the persistent Hopper kernel walks three
+// each CTA of the persistent Hopper kernel (the default on sm_90) walks three
 // rounds of tiles (forwards, backwards, forwards), among them tiles past the end of short
 // sequences, and prefetches the next tile's Q while finishing the last one.
 TEST_CASE("flash kernels: more query tiles than SMs (persistent CTAs walk several)") {
