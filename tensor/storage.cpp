@@ -128,6 +128,34 @@ BlockCache& block_cache() {
   return *cache;
 }
 
+// The runtime's pool of a device (what cudaMallocAsync draws from).
+cudaMemPool_t device_pool(int gpu) {
+  cudaMemPool_t pool = nullptr;
+  WICK_CUDA_CHECK(cudaDeviceGetMemPool(&pool, gpu));
+  return pool;
+}
+
+// By default the pool gives its unused memory back to the device at every synchronize, so
+// a step that synchronizes once (a training step reading its loss) maps all of its large
+// buffers afresh each time, a cost on the host before the first kernel can run. The pool of
+// each device wick allocates on keeps its memory instead; Storage::release_cached gives it
+// back.
+void keep_pool_memory(int gpu) {
+  static std::array<std::once_flag, BlockCache::kMaxDevices> once;
+  if (gpu < 0 || gpu >= BlockCache::kMaxDevices) return;
+  std::call_once(once[gpu], [gpu] {
+    uint64_t keep = UINT64_MAX;
+    WICK_CUDA_CHECK(cudaMemPoolSetAttribute(device_pool(gpu), cudaMemPoolAttrReleaseThreshold, &keep));
+  });
+}
+
+// Hands the pool's unused memory back to the device once the frees queued on `stream` are
+// done (a free still queued on another stream stays in the pool).
+void trim_pool(int gpu, cudaStream_t stream) {
+  WICK_CUDA_CHECK(cudaStreamSynchronize(stream));
+  WICK_CUDA_CHECK(cudaMemPoolTrimTo(device_pool(gpu), 0));
+}
+
 bool capturing(void* stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status) != cudaSuccess) {
@@ -226,10 +254,13 @@ std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device) {
       if (cacheable) s->data_ = block_cache().take(gpu, want);
       if (!s->data_) {
         const auto st = static_cast<cudaStream_t>(s->stream_);
+        keep_pool_memory(gpu);
         cudaError_t status = cudaMallocAsync(&s->data_, want, st);
         if (status == cudaErrorMemoryAllocation && gpu < BlockCache::kMaxDevices) {
           (void)cudaGetLastError();  // consumed: the next launch check must not report it
-          block_cache().release(gpu, static_cast<cudaStream_t>(own_stream(device).handle));
+          const auto own = static_cast<cudaStream_t>(own_stream(device).handle);
+          block_cache().release(gpu, own);
+          trim_pool(gpu, own);
           status = cudaMallocAsync(&s->data_, want, st);
         }
         if (status == cudaErrorMemoryAllocation) {
@@ -305,9 +336,23 @@ void Storage::release_cached(const Device& device) {
 #ifdef WICK_WITH_CUDA
   if (!device.is_cuda() || device.gpu_id < 0 || device.gpu_id >= BlockCache::kMaxDevices) return;
   set_current_device(device);
-  block_cache().release(device.gpu_id, static_cast<cudaStream_t>(own_stream(device).handle));
+  const auto own = static_cast<cudaStream_t>(own_stream(device).handle);
+  block_cache().release(device.gpu_id, own);
+  trim_pool(device.gpu_id, own);
 #else
   (void)device;
+#endif
+}
+
+size_t Storage::reserved_bytes(const Device& device) {
+#ifdef WICK_WITH_CUDA
+  if (!device.is_cuda() || !Device::cuda_available()) return 0;
+  uint64_t bytes = 0;
+  WICK_CUDA_CHECK(cudaMemPoolGetAttribute(device_pool(device.gpu_id), cudaMemPoolAttrReservedMemCurrent, &bytes));
+  return static_cast<size_t>(bytes);
+#else
+  (void)device;
+  return 0;
 #endif
 }
 

@@ -3,7 +3,9 @@
 // pool (cudaMallocAsync on the device's current stream, tensor/stream.h), and goes back to
 // it on that same stream when the last view is gone. Blocks of up to 8 MiB allocated on
 // wick's own stream are kept for reuse on that stream instead (at most 256 MiB per device;
-// storage.cpp, BlockCache): release_cached hands them back.
+// storage.cpp, BlockCache). The pool keeps the memory it gets back across synchronizes (the
+// runtime's default is to hand it to the device at each one); release_cached hands both
+// back.
 #pragma once
 #include <cstddef>
 #include <atomic>
@@ -49,10 +51,14 @@ class Storage {
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
   // Bytes of freed CUDA blocks kept for reuse on device (0 for the CPU), and handing them
-  // back to the runtime's pool (which returns memory to the device at the next synchronize).
-  // An allocation that fails hands them back by itself before it gives up.
+  // back: to the runtime's pool, and the pool's unused memory to the device. release_cached
+  // waits for wick's own stream of the device first (memory freed on a stream the caller set
+  // goes back once that stream has passed the free). An allocation that fails does the same
+  // by itself before it gives up.
   static size_t cached_bytes(const Device& device);
   static void release_cached(const Device& device);
+  // Bytes the runtime's pool of a CUDA device holds, in use or not (0 for the CPU).
+  static size_t reserved_bytes(const Device& device);
 
   // Bytes currently allocated through Storage on each kind of device; for leak tests.
   static int64_t live_bytes(Device::Kind kind);

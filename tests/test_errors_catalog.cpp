@@ -125,6 +125,15 @@ kernels::FlashBwdParams flash_bwd_params(int head_size, int num_heads, int num_h
   p.fwd = flash_params(head_size, num_heads, num_heads_k);
   return p;
 }
+// Params with the forward's outputs and dO bound (addresses never read: the scratch check
+// comes first) and no scratch buffers; the unaligned q makes the kernels add dK, dV in f32.
+kernels::FlashBwdParams flash_bwd_with_outputs() {
+  static float placeholder[4];
+  kernels::FlashBwdParams p = flash_bwd_params(64, 4, 2);
+  p.fwd.out = placeholder, p.fwd.lse = placeholder, p.dout = placeholder;
+  p.fwd.q = reinterpret_cast<char*>(placeholder) + 2;
+  return p;
+}
 #else
 #define KERNEL_CALL(...) [] {}
 #endif
@@ -865,6 +874,9 @@ std::vector<Entry> cuda_entries() {
   kernel_entry("C19", "flash_bwd: the forward's out and lse and the gradient of out are required", Where::CudaBuild,
                KERNEL_CALL(kernels::flash_bwd(flash_bwd_params(64, 4, 2), nullptr)),
                "flash_bwd: the forward's out and lse and the gradient of out are required");
+  kernel_entry("C20", "flash_bwd: the f32 scratch buffers dsum, dq_accum{, dk_accum and dv_accum} are required",
+               Where::CudaBuild, KERNEL_CALL(kernels::flash_bwd(flash_bwd_with_outputs(), nullptr)),
+               "flash_bwd: the f32 scratch buffers dsum, dq_accum, dk_accum and dv_accum are required");
   return e;
 }
 

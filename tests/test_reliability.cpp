@@ -177,6 +177,25 @@ TEST_CASE("memory (CUDA): freed blocks are reused on wick's own stream only, and
   synchronize(dev);
 }
 
+TEST_CASE("memory (CUDA): the pool keeps freed memory across a synchronize; release_cached hands it back") {
+  SKIP_WITHOUT_CUDA();
+  const Device dev = Device::cuda(0);
+  constexpr size_t kBig = size_t{64} << 20;  // above the block cache's 8 MiB: pool memory
+  Storage::release_cached(dev);
+  const size_t before = Storage::reserved_bytes(dev);
+  { Tensor a = Tensor::empty({kBig / 4}, DType::F32, dev); }
+  synchronize(dev);
+  const size_t kept = Storage::reserved_bytes(dev);
+  CHECK(kept >= before + kBig);  // still the pool's after the synchronize
+  {
+    Tensor b = Tensor::empty({kBig / 4}, DType::F32, dev);
+    CHECK(Storage::reserved_bytes(dev) == kept);  // served from the kept memory
+  }
+  Storage::release_cached(dev);
+  CHECK(Storage::reserved_bytes(dev) + kBig <= kept);
+  CHECK(Storage::reserved_bytes(Device::cpu()) == 0);
+}
+
 TEST_CASE("sizes: printing reads only the elements it shows") {
   for (Device dev : test::test_devices()) {
     DEVICE_CONTEXT(dev);

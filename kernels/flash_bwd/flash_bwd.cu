@@ -255,9 +255,7 @@ void run(const FlashBwdParams& bp_in, cudaStream_t st) {
   const int64_t nq = p.total_q * p.num_heads * p.head_size;
   const int64_t nk = bp.kv_rows * p.num_heads_k * p.head_size;
   const bool tensor_cores = tensor_core_friendly(bp);
-  // The key-tile kernel owns each (key row, kv head) of dK and dV unless the cache is paged
-  // (two sequences may share a block), so it stores them in the output dtype directly.
-  bp.kv_direct = tensor_cores && !p.block_table;
+  bp.kv_direct = !flash_bwd_accumulates_kv(bp);
   WICK_CUDA_CHECK(cudaMemsetAsync(bp.dq_accum, 0, nq * sizeof(float), st));
   if (bp.kv_direct) {  // rows no sequence uses stay 0
     WICK_CUDA_CHECK(cudaMemsetAsync(bp.dk, 0, nk * sizeof(Elem), st));
@@ -303,6 +301,12 @@ void run(const FlashBwdParams& bp_in, cudaStream_t st) {
 }  // namespace
 }  // namespace flash_bwd_detail
 
+// The key-tile kernel owns each (key row, kv head) of dK and dV unless the cache is paged
+// (two sequences may share a block), so it stores them in the output dtype directly.
+bool flash_bwd_accumulates_kv(const FlashBwdParams& bp) {
+  return !flash_bwd_detail::tensor_core_friendly(bp) || bp.fwd.block_table;
+}
+
 void flash_bwd(const FlashBwdParams& bp, void* stream) {
   const FlashFwdParams& p = bp.fwd;
   if (p.head_size <= 0 || p.head_size > 512)
@@ -312,6 +316,9 @@ void flash_bwd(const FlashBwdParams& bp, void* stream) {
                 std::to_string(p.num_heads_k));
   if (!p.lse || !p.out || !bp.dout)
     throw Error("C19", "flash_bwd: the forward's out and lse and the gradient of out are required");
+  if (!bp.dsum || !bp.dq_accum || (flash_bwd_accumulates_kv(bp) && (!bp.dk_accum || !bp.dv_accum)))
+    throw Error("C20", std::string("flash_bwd: the f32 scratch buffers dsum, dq_accum") +
+                           (flash_bwd_accumulates_kv(bp) ? ", dk_accum and dv_accum" : "") + " are required");
   auto st = static_cast<cudaStream_t>(stream);
   if (p.dtype == FlashDType::BF16)
     flash_bwd_detail::run<__nv_bfloat16>(bp, st);

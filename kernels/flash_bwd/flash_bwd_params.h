@@ -31,8 +31,8 @@ struct FlashBwdParams {
 
   float* dsum = nullptr;       // (total_q, num_heads) scratch
   float* dq_accum = nullptr;   // (total_q, num_heads, head_size) scratch
-  float* dk_accum = nullptr;   // (kv_rows, num_heads_k, head_size) scratch
-  float* dv_accum = nullptr;   // (kv_rows, num_heads_k, head_size) scratch
+  float* dk_accum = nullptr;   // (kv_rows, num_heads_k, head_size) scratch, when flash_bwd_accumulates_kv
+  float* dv_accum = nullptr;   // (kv_rows, num_heads_k, head_size) scratch, when flash_bwd_accumulates_kv
   int64_t kv_rows = 0;         // rows of k's (and v's) leading dims flattened
 
   void* dq = nullptr;  // (total_q, num_heads, head_size), fwd.dtype, contiguous

@@ -215,16 +215,19 @@ std::array<Tensor, 3> cuda_backward(const AttnPlan& plan_in, const Tensor& q, co
   bp.kv_rows = static_cast<int64_t>(k.elem_count() / std::max<size_t>(HK * D, 1));
   Tensor dsum = Tensor::empty(Shape{std::max<size_t>(tq * H, 1)}, DType::F32, dev);
   Tensor dq_acc = Tensor::empty(Shape{tq, H, D}, DType::F32, dev);
-  Tensor dk_acc = Tensor::empty(Shape{static_cast<size_t>(bp.kv_rows), HK, D}, DType::F32, dev);
-  Tensor dv_acc = Tensor::empty(dk_acc.shape(), DType::F32, dev);
   Tensor dq = Tensor::empty(q.shape(), q.dtype(), dev);
   Tensor dk = Tensor::empty(k.shape(), q.dtype(), dev);
   Tensor dv = Tensor::empty(v.shape(), q.dtype(), dev);
   bp.dsum = static_cast<float*>(dsum.data_ptr());
   bp.dq_accum = static_cast<float*>(dq_acc.data_ptr());
-  bp.dk_accum = static_cast<float*>(dk_acc.data_ptr());
-  bp.dv_accum = static_cast<float*>(dv_acc.data_ptr());
   bp.dq = dq.data_ptr(), bp.dk = dk.data_ptr(), bp.dv = dv.data_ptr();
+  Tensor dk_acc, dv_acc;  // only when the kernels add dK, dV up in f32 (paged, or unaligned rows)
+  if (kernels::flash_bwd_accumulates_kv(bp)) {
+    dk_acc = Tensor::empty(Shape{static_cast<size_t>(bp.kv_rows), HK, D}, DType::F32, dev);
+    dv_acc = Tensor::empty(dk_acc.shape(), DType::F32, dev);
+    bp.dk_accum = static_cast<float*>(dk_acc.data_ptr());
+    bp.dv_accum = static_cast<float*>(dv_acc.data_ptr());
+  }
   kernels::flash_bwd(bp, current_stream(dev).handle);
   // The kernels form all three; only the needed ones are handed back.
   return {needed[0] ? dq : Tensor(), needed[1] ? dk : Tensor(), needed[2] ? dv : Tensor()};
