@@ -6,22 +6,25 @@
 //
 // One CTA per (key tile of 128 keys, kv head, sequence): two warpgroups, warpgroup w owning
 // keys 64 w .. 64 w + 63 and their dK, dV rows (f32, in registers for the whole CTA). It walks
-// every (query head of the group, query tile of 64 rows) whose window reaches the tile, as
-// the mma.sync kernel does, Q, dO, lse and D of a step in one of two shared-memory stages
-// (the next step's load runs during this one). One step, per warpgroup:
-//   1. S^T = K_w Q^T and dP^T = V_w dO^T (64 keys x 64 queries)
+// every (query head of the group, query tile of kM rows: 64, or 128 at head size 64) whose
+// window reaches the tile, as the mma.sync kernel does, Q, dO, lse and D of a step in one of
+// two shared-memory stages (the next step's load runs during this one). One step, per
+// warpgroup:
+//   1. S^T = K_w Q^T and dP^T = V_w dO^T (64 keys x kM queries)
 //   2. P^T = exp2(S^T * scale * log2 e - lse * log2 e), dS^T = P^T (dP^T - D): 0 where a query
 //      does not see the key; both packed as 16-bit A fragments
 //   3. dV += P^T dO, dK += dS^T Q (A from registers; dO and Q read transposed)
 //   4. dS^T to shared memory (the warpgroup's 64 rows), then dQ = dS K (dS and K read
-//      transposed), added into dq_accum with f32 atomics: at head size 128 over all 128 keys
-//      once both warpgroups' rows are in, each warpgroup taking 64 of the channels; at 64
-//      the warpgroups take turns by step. dQ's terms arrive from the CTAs in the order they
-//      run, so its last bits vary run to run
+//      transposed) over all 128 keys once both warpgroups' rows are in, added into dq_accum
+//      with f32 atomics, each warpgroup taking one 64 x 64 block: 64 of the channels at head
+//      size 128, 64 of the 128 query rows at 64. dQ's terms arrive from the CTAs in the
+//      order they run, so its last bits vary run to run
 // At the end dK (times the softmax scale) and dV are stored once, in the output dtype.
 #include "kernels/flash_bwd/flash_bwd_sm90.h"
 
 #include <cuda_runtime.h>
+
+#include <type_traits>
 
 #include "kernels/flash/flash_common.cuh"
 #include "kernels/flash/flash_instances.h"
@@ -38,19 +41,23 @@ using namespace wick::kernels::flash;
 using namespace wick::kernels::flash::sm90;
 
 constexpr int kBlockN = 128;  // keys per CTA: two warpgroups of 64
-constexpr int kBlockM = 64;   // query rows per step
 constexpr int kThreads = 256;
+// Query rows per step: 64 at head size 128; 128 at 64, where the products of a 64-row step
+// are half as long as at 128 while the step's barrier, loads and softmax are not.
+template <int D>
+constexpr int kStepRows = D == 64 ? 128 : 64;
 constexpr int kStages = 2;    // Q / dO / lse / D stages
 
 // Shared memory, every tile in the 128-byte swizzle (1024-byte aligned): K, V (kBlockN rows),
-// per stage Q and dO (kBlockM rows), dS^T (kBlockN key rows of 64 queries: one panel), then
+// per stage Q and dO (kM rows), dS^T (kBlockN key rows of the step's kM queries), then
 // per stage lse and D (f32).
 template <int D>
 struct Tiles {
+  static constexpr int kM = kStepRows<D>;
   static constexpr uint32_t kKBytes = kBlockN * D * 2;
-  static constexpr uint32_t kQBytes = kBlockM * D * 2;
-  static constexpr uint32_t kDsBytes = kBlockN * kBlockM * 2;
-  static constexpr uint32_t kRowsBytes = kStages * 2 * kBlockM * 4;
+  static constexpr uint32_t kQBytes = kM * D * 2;
+  static constexpr uint32_t kDsBytes = kBlockN * kM * 2;
+  static constexpr uint32_t kRowsBytes = kStages * 2 * kM * 4;
   static constexpr int kSmem = 1024 + 2 * kKBytes + kStages * 2 * kQBytes + kDsBytes + kRowsBytes;
   static_assert(D % 64 == 0, "whole 64-channel panels");
 };
@@ -77,11 +84,11 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
 
-// Accumulator columns 16 kk .. 16 kk + 15 of a 64 x 64 tile as the A fragment of k step kk.
-template <class Elem>
-__device__ __forceinline__ void pack_a(const float (&x)[32], uint32_t (&a)[4][4]) {
+// Accumulator columns 16 kk .. 16 kk + 15 of a 64 x N tile as the A fragment of k step kk.
+template <class Elem, int N>
+__device__ __forceinline__ void pack_a(const float (&x)[N / 2], uint32_t (&a)[N / 16][4]) {
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk)
+  for (int kk = 0; kk < N / 16; ++kk)
 #pragma unroll
     for (int r = 0; r < 4; ++r) a[kk][r] = pack2<Elem>(x[8 * kk + 2 * r], x[8 * kk + 2 * r + 1]);
 }
@@ -90,6 +97,7 @@ template <int D, class Elem>
 __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const FlashBwdParams bp) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = Tiles<D>;
+  constexpr int kBlockM = T::kM;
   extern __shared__ unsigned char smem_raw[];
   const FlashFwdParams& p = bp.fwd;
   if (call_faulted(p)) return;  // the cast kernel writes NaN gradients
@@ -154,10 +162,11 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const FlashBwdParams b
     cp_async_commit();
     const float* sLse = rows + j * 2 * kBlockM;
     const float* sD = sLse + kBlockM;
-    // Which of this thread's 32 (key, query) pairs are visible, bit 4 jj + 2 i + c (the
-    // accumulator element below); set before the products, while registers are free. A step
-    // whose every row sees every key needs no test.
-    uint32_t vis = ~0u;
+    // Which of this thread's kBlockM / 2 (key, query) pairs are visible, bit 4 jj + 2 i + c
+    // (the accumulator element below); set before the products, while registers are free. A
+    // step whose every row sees every key needs no test.
+    using Bits = std::conditional_t<kBlockM == 128, uint64_t, uint32_t>;
+    Bits vis = ~Bits{0};
     if (!(i0 + kBlockM <= s.sq && t0 + kBlockN <= s.sk &&
           window_covers<int>(p, i0 + kt.off, i0 + kBlockM - 1 + kt.off, t0, t0 + kBlockN - 1, s.sk))) {
       vis = 0;
@@ -166,27 +175,27 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const FlashBwdParams b
         const bool key_in = kt.key[i] < s.sk;
         const int lo = max(kt.q_lo[i], 0) - i0, hi = min(kt.q_hi[i], s.sq) - i0;
 #pragma unroll
-        for (int jj = 0; jj < 8; ++jj)
+        for (int jj = 0; jj < kBlockM / 8; ++jj)
 #pragma unroll
           for (int c = 0; c < 2; ++c) {
             const int col = 8 * jj + 2 * tq + c;
-            vis |= static_cast<uint32_t>(key_in && col >= lo && col < hi) << (4 * jj + 2 * i + c);
+            vis |= static_cast<Bits>(key_in && col >= lo && col < hi) << (4 * jj + 2 * i + c);
           }
       }
     }
 
     // 1. S^T = K_w Q^T, dP^T = V_w dO^T
-    float st[32], dpt[32];
+    float st[kBlockM / 2], dpt[kBlockM / 2];
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
       const uint32_t at = (ks / 4) * kKPanel + (ks % 4) * 32, aq = (ks / 4) * kQPanel + (ks % 4) * 32;
-      wgmma_ss<64, Elem>(st, make_desc(k_wg + at, 16, 1024), make_desc(sQ(j) + aq, 16, 1024), ks > 0);
+      wgmma_ss<kBlockM, Elem>(st, make_desc(k_wg + at, 16, 1024), make_desc(sQ(j) + aq, 16, 1024), ks > 0);
     }
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
       const uint32_t at = (ks / 4) * kKPanel + (ks % 4) * 32, aq = (ks / 4) * kQPanel + (ks % 4) * 32;
-      wgmma_ss<64, Elem>(dpt, make_desc(v_wg + at, 16, 1024), make_desc(sdO(j) + aq, 16, 1024), ks > 0);
+      wgmma_ss<kBlockM, Elem>(dpt, make_desc(v_wg + at, 16, 1024), make_desc(sdO(j) + aq, 16, 1024), ks > 0);
     }
     wgmma_commit();
     wgmma_wait<0>();
@@ -196,7 +205,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const FlashBwdParams b
     // 2. P^T in st, dS^T in dpt (element 4 jj + 2 i + c: key row key_row + 8 i, query
     //    column 8 jj + 2 tq + c), packed as A fragments
 #pragma unroll
-    for (int jj = 0; jj < 8; ++jj)
+    for (int jj = 0; jj < kBlockM / 8; ++jj)
 #pragma unroll
       for (int i = 0; i < 2; ++i)
 #pragma unroll
@@ -206,9 +215,10 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const FlashBwdParams b
           dpt[e] = pr * (dpt[e] - sD[col]);
           st[e] = pr;
         }
-    uint32_t ap[4][4], as[4][4];
-    pack_a<Elem>(st, ap);
-    pack_a<Elem>(dpt, as);
+    constexpr int kSteps = kBlockM / 16;  // k steps of the products over the step's queries
+    uint32_t ap[kSteps][4], as[kSteps][4];
+    pack_a<Elem, kBlockM>(st, ap);
+    pack_a<Elem, kBlockM>(dpt, as);
 
     // 3. dV += P^T dO, dK += dS^T Q (dK scaled at the end)
     fence_operands(dv);
@@ -217,9 +227,11 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const FlashBwdParams b
     fence_operands(as);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_rs<D, Elem>(dv, ap[kk], make_desc(sdO(j) + kk * 16 * 128, kQPanel, 1024), 1);
+    for (int kk = 0; kk < kSteps; ++kk)
+      wgmma_rs<D, Elem>(dv, ap[kk], make_desc(sdO(j) + kk * 16 * 128, kQPanel, 1024), 1);
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_rs<D, Elem>(dk, as[kk], make_desc(sQ(j) + kk * 16 * 128, kQPanel, 1024), 1);
+    for (int kk = 0; kk < kSteps; ++kk)
+      wgmma_rs<D, Elem>(dk, as[kk], make_desc(sQ(j) + kk * 16 * 128, kQPanel, 1024), 1);
     wgmma_commit();
     wgmma_wait<0>();
     fence_operands(dv);
@@ -230,24 +242,26 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const FlashBwdParams b
     // 4. dS^T rows to shared memory (A fragment register r of step kk: n-block 2 kk + r / 2,
     //    row i = r % 2), published to the tensor cores; then dQ = dS K over all 128 keys of
     //    the tile, added into dq_accum with one set of atomics per step: at D = 128 each
-    //    warpgroup takes one 64-channel panel, at D = 64 (one panel) the warpgroups take
-    //    turns by step.
+    //    warpgroup takes one 64-channel panel, at D = 64 (128 query rows) each warpgroup
+    //    takes 64 of the rows.
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
+    for (int kk = 0; kk < kSteps; ++kk)
 #pragma unroll
       for (int r = 0; r < 4; ++r)
         st_shared_b32(sdS + swizzled_offset(kBlockN, key_row + 8 * (r % 2), 8 * (2 * kk + r / 2) + 2 * tq), as[kk][r]);
     fence_proxy_async();
     __syncthreads();  // both warpgroups' dS^T rows are in
-    constexpr int kPanels = D / 64;
-    static_assert(kPanels == 1 || kPanels == 2, "one panel per warpgroup, or turns");
-    const int panel = kPanels == 2 ? wg : 0;
-    if (kPanels == 2 || wg == (n & 1)) {
+    // Each warpgroup's 64 x 64 block of dQ: channel panel wg at D = 128, query panel wg
+    // (64 rows of dS^T's 128 columns) at D = 64.
+    static_assert((D == 128 && kBlockM == 64) || (D == 64 && kBlockM == 128), "one 64 x 64 dQ block per warpgroup");
+    const int panel = D == 128 ? wg : 0, rows0 = kBlockM == 128 ? 64 * wg : 0;
+    {
+      constexpr uint32_t kDsPanel = kBlockN * 128;  // bytes between dS^T's 64-query panels
       float dq[32];
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kBlockN / 16; ++kk)
-        wgmma_ss<64, Elem, true>(dq, make_desc(sdS + kk * 16 * 128, kQPanel, 1024),
+        wgmma_ss<64, Elem, true>(dq, make_desc(sdS + (rows0 / 64) * kDsPanel + kk * 16 * 128, kDsPanel, 1024),
                                  make_desc(sK + panel * kKPanel + kk * 16 * 128, kKPanel, 1024), kk > 0);
       wgmma_commit();
       wgmma_wait<0>();
@@ -255,7 +269,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const FlashBwdParams b
       const int c0 = 64 * panel;  // this warpgroup's first dQ channel
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        const int q = i0 + 16 * (warp % 4) + g + 8 * i;
+        const int q = i0 + rows0 + 16 * (warp % 4) + g + 8 * i;
         if (q >= s.sq) continue;
         float* dst = bp.dq_accum + ((s.q_row0 + q) * p.num_heads + h) * hs + c0 + 2 * tq;
 #pragma unroll
