@@ -38,6 +38,7 @@
 
 #include "kernels/flash/flash_common.cuh"
 #include "kernels/flash/flash_fwd_sm90.h"
+#include "kernels/flash/flash_mma.cuh"
 #include "kernels/flash_bwd/flash_bwd.h"
 #include "kernels/flash_bwd/flash_bwd_mma.h"
 #include "kernels/flash_bwd/flash_bwd_sm90.h"
@@ -69,6 +70,45 @@ __global__ void __launch_bounds__(kWarps * 32) dsum_kernel(const FlashBwdParams 
   for (int d = lane; d < p.head_size; d += 32) acc += to_float(o[d]) * to_float(g[d]);
   for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
   if (lane == 0) bp.dsum[dsum_index(p, s.q_row0 + i, h)] = acc;
+}
+
+// The same with 16-byte loads, when the head size is a multiple of 8 and the rows of out and
+// dO are 16-byte aligned: G lanes per row (G >= head_size / 8, a power of two up to 32, then
+// each lane takes several 8-channel chunks), 32 / G rows per warp, so a warp's loads are
+// whole rows and more rows are in flight per SM.
+template <class Elem, int G>
+__global__ void __launch_bounds__(kWarps * 32) dsum_kernel_vec(const FlashBwdParams bp) {
+  const FlashFwdParams& p = bp.fwd;
+  if (call_faulted(p)) return;  // the cast kernel writes NaN gradients
+  constexpr int kRowsPerWarp = 32 / G;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, c = lane % G;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int i = (blockIdx.x * kWarps + warp) * kRowsPerWarp + lane / G;
+  const SeqBounds s = seq_bounds(p, b);
+  float acc = 0.f;
+  if (i < s.sq) {
+    const Elem* o = static_cast<const Elem*>(p.out) + o_offset(p, b, s, i, h);
+    const Elem* g = static_cast<const Elem*>(bp.dout) + b * bp.do_batch_stride +
+                    (s.q_start + i) * bp.do_row_stride + h * bp.do_head_stride;
+    for (int d = 8 * c; d < p.head_size; d += 8 * G) {
+      const uint4 x = *reinterpret_cast<const uint4*>(o + d), y = *reinterpret_cast<const uint4*>(g + d);
+      const Elem* xe = reinterpret_cast<const Elem*>(&x);
+      const Elem* ye = reinterpret_cast<const Elem*>(&y);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc += to_float(xe[e]) * to_float(ye[e]);
+    }
+  }
+#pragma unroll
+  for (int off = G / 2; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+  if (c == 0 && i < s.sq) bp.dsum[dsum_index(p, s.q_row0 + i, h)] = acc;
+}
+
+template <class Elem, int G>
+void launch_dsum_vec(const FlashBwdParams& bp, int max_sq, cudaStream_t st) {
+  constexpr int kRowsPerBlock = kWarps * (32 / G);
+  const dim3 grid((max_sq + kRowsPerBlock - 1) / kRowsPerBlock, bp.fwd.num_heads, bp.fwd.batch);
+  dsum_kernel_vec<Elem, G><<<grid, kWarps * 32, 0, st>>>(bp);
+  WICK_CUDA_CHECK(cudaGetLastError());
 }
 
 // 2. dK, dV of one key tile (all of it: every query head of the group), dQ by atomics.
@@ -177,19 +217,34 @@ __global__ void __launch_bounds__(kWarps * 32) tile_kernel(const FlashBwdParams 
 }
 
 // 3. f32 -> output dtype; NaN everywhere for a call whose forward failed the device checks.
-template <class Elem>
+// kVec: src 16-byte and dst 8-byte aligned, four elements per load and store (the last
+// n % 4 one by one).
+template <class Elem, bool kVec>
 __global__ void cast_kernel(const float* src, Elem* dst, int64_t n, const uint32_t* verdict) {
   const bool faulted = verdict && *verdict != 0;
-  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
-       e += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    dst[e] = from_float<Elem>(faulted ? NAN : src[e]);
+  const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  int64_t done = 0;
+  if constexpr (kVec) {
+    done = n / 4 * 4;
+    for (int64_t e = first; e < n / 4; e += stride) {
+      const float4 x = faulted ? make_float4(NAN, NAN, NAN, NAN) : reinterpret_cast<const float4*>(src)[e];
+      reinterpret_cast<uint2*>(dst)[e] = make_uint2(pack2<Elem>(x.x, x.y), pack2<Elem>(x.z, x.w));
+    }
+  }
+  for (int64_t e = done + first; e < n; e += stride) dst[e] = from_float<Elem>(faulted ? NAN : src[e]);
 }
 
 template <class Elem>
 void cast(const float* src, void* dst, int64_t n, const uint32_t* verdict, cudaStream_t st) {
   if (n <= 0) return;
-  const int64_t blocks = std::min<int64_t>((n + 255) / 256, 65535);
-  cast_kernel<Elem><<<static_cast<unsigned>(blocks), 256, 0, st>>>(src, static_cast<Elem*>(dst), n, verdict);
+  const bool vec = reinterpret_cast<uintptr_t>(src) % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 8 == 0;
+  const int64_t per_thread = vec ? 4 : 1;
+  const int64_t blocks = std::min<int64_t>((n / per_thread + 255) / 256 + 1, 65535);
+  if (vec)
+    cast_kernel<Elem, true><<<static_cast<unsigned>(blocks), 256, 0, st>>>(src, static_cast<Elem*>(dst), n, verdict);
+  else
+    cast_kernel<Elem, false><<<static_cast<unsigned>(blocks), 256, 0, st>>>(src, static_cast<Elem*>(dst), n, verdict);
   WICK_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -257,19 +312,39 @@ void run(const FlashBwdParams& bp_in, cudaStream_t st) {
   const bool tensor_cores = tensor_core_friendly(bp);
   bp.kv_direct = !flash_bwd_accumulates_kv(bp);
   WICK_CUDA_CHECK(cudaMemsetAsync(bp.dq_accum, 0, nq * sizeof(float), st));
-  if (bp.kv_direct) {  // rows no sequence uses stay 0
+  // A fixed-length call with queries writes every row of dK and dV (each key tile's CTA
+  // stores all its rows, seen or not); varlen rows past the last sequence, or a call without
+  // queries, must read 0.
+  const bool every_kv_row = !p.cu_seqlens_q && !p.cu_seqlens_k && p.seqlen_q > 0 && p.num_heads > 0;
+  if (bp.kv_direct && !every_kv_row) {
     WICK_CUDA_CHECK(cudaMemsetAsync(bp.dk, 0, nk * sizeof(Elem), st));
     WICK_CUDA_CHECK(cudaMemsetAsync(bp.dv, 0, nk * sizeof(Elem), st));
-  } else {
+  } else if (!bp.kv_direct) {
     WICK_CUDA_CHECK(cudaMemsetAsync(bp.dk_accum, 0, nk * sizeof(float), st));
     WICK_CUDA_CHECK(cudaMemsetAsync(bp.dv_accum, 0, nk * sizeof(float), st));
   }
   const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
   const int max_sk = p.cu_seqlens_k ? p.max_seqlen_k : p.seqlen_k;
   if (p.batch > 0 && p.num_heads > 0 && max_sq > 0 && max_sk > 0) {
-    const dim3 g1((max_sq + kWarps - 1) / kWarps, p.num_heads, p.batch);
-    dsum_kernel<Elem><<<g1, kWarps * 32, 0, st>>>(bp);
-    WICK_CUDA_CHECK(cudaGetLastError());
+    const bool vec_rows = p.head_size % 8 == 0 && aligned16(p.out) && aligned16(bp.dout) &&
+                          strides8(p.o_batch_stride, p.o_row_stride, p.o_head_stride) &&
+                          strides8(bp.do_batch_stride, bp.do_row_stride, bp.do_head_stride);
+    const int chunks = p.head_size / 8;  // 16-byte chunks per row
+    if (vec_rows && chunks <= 2)
+      launch_dsum_vec<Elem, 2>(bp, max_sq, st);
+    else if (vec_rows && chunks <= 4)
+      launch_dsum_vec<Elem, 4>(bp, max_sq, st);
+    else if (vec_rows && chunks <= 8)
+      launch_dsum_vec<Elem, 8>(bp, max_sq, st);
+    else if (vec_rows && chunks <= 16)
+      launch_dsum_vec<Elem, 16>(bp, max_sq, st);
+    else if (vec_rows)
+      launch_dsum_vec<Elem, 32>(bp, max_sq, st);
+    else {
+      const dim3 g1((max_sq + kWarps - 1) / kWarps, p.num_heads, p.batch);
+      dsum_kernel<Elem><<<g1, kWarps * 32, 0, st>>>(bp);
+      WICK_CUDA_CHECK(cudaGetLastError());
+    }
     if (tensor_cores) {
       if (p.head_size <= 64)
         launch_tensor_cores<64, Elem>(bp, st);
