@@ -149,13 +149,6 @@ void keep_pool_memory(int gpu) {
   });
 }
 
-// Hands the pool's unused memory back to the device once the frees queued on `stream` are
-// done (a free still queued on another stream stays in the pool).
-void trim_pool(int gpu, cudaStream_t stream) {
-  WICK_CUDA_CHECK(cudaStreamSynchronize(stream));
-  WICK_CUDA_CHECK(cudaMemPoolTrimTo(device_pool(gpu), 0));
-}
-
 bool capturing(void* stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status) != cudaSuccess) {
@@ -163,6 +156,20 @@ bool capturing(void* stream) {
     return true;  // unknown: take the runtime's path
   }
   return status != cudaStreamCaptureStatusNone;
+}
+
+// Hands the kept blocks of gpu back to its pool, and the pool's unused memory to the device
+// once the frees queued on `stream` (wick's own stream of gpu) are done; a free still queued
+// on another stream stays in the pool. Nothing while `stream` is being captured (a free
+// would become part of the graph, and a capture cannot be waited for). Errors throw when
+// `strict`, else they are consumed (the caller has a failure of its own to report).
+void release_memory(int gpu, cudaStream_t stream, bool strict) {
+  if (capturing(stream)) return;
+  block_cache().release(gpu, stream);
+  cudaError_t status = cudaStreamSynchronize(stream);
+  if (status == cudaSuccess) status = cudaMemPoolTrimTo(device_pool(gpu), 0);
+  if (strict) WICK_CUDA_CHECK(status);
+  (void)cudaGetLastError();
 }
 #endif
 }  // namespace
@@ -258,9 +265,7 @@ std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device) {
         cudaError_t status = cudaMallocAsync(&s->data_, want, st);
         if (status == cudaErrorMemoryAllocation && gpu < BlockCache::kMaxDevices) {
           (void)cudaGetLastError();  // consumed: the next launch check must not report it
-          const auto own = static_cast<cudaStream_t>(own_stream(device).handle);
-          block_cache().release(gpu, own);
-          trim_pool(gpu, own);
+          release_memory(gpu, static_cast<cudaStream_t>(own_stream(device).handle), false);
           status = cudaMallocAsync(&s->data_, want, st);
         }
         if (status == cudaErrorMemoryAllocation) {
@@ -336,9 +341,7 @@ void Storage::release_cached(const Device& device) {
 #ifdef WICK_WITH_CUDA
   if (!device.is_cuda() || device.gpu_id < 0 || device.gpu_id >= BlockCache::kMaxDevices) return;
   set_current_device(device);
-  const auto own = static_cast<cudaStream_t>(own_stream(device).handle);
-  block_cache().release(device.gpu_id, own);
-  trim_pool(device.gpu_id, own);
+  release_memory(device.gpu_id, static_cast<cudaStream_t>(own_stream(device).handle), true);
 #else
   (void)device;
 #endif

@@ -53,8 +53,9 @@ class Storage {
   // Bytes of freed CUDA blocks kept for reuse on device (0 for the CPU), and handing them
   // back: to the runtime's pool, and the pool's unused memory to the device. release_cached
   // waits for wick's own stream of the device first (memory freed on a stream the caller set
-  // goes back once that stream has passed the free). An allocation that fails does the same
-  // by itself before it gives up.
+  // goes back once that stream has passed the free), and does nothing while that stream is
+  // being captured into a graph. An allocation that fails does the same by itself before it
+  // gives up.
   static size_t cached_bytes(const Device& device);
   static void release_cached(const Device& device);
   // Bytes the runtime's pool of a CUDA device holds, in use or not (0 for the CPU).

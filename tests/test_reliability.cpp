@@ -166,6 +166,8 @@ TEST_CASE("memory (CUDA): freed blocks are reused on wick's own stream only, and
       Tensor e = Tensor::zeros({1000}, DType::F32, dev);
       CHECK(e.data_ptr() != first);
     }
+    Storage::release_cached(dev);  // nothing while the stream is captured: no wait, no frees in the graph
+    CHECK(Storage::cached_bytes(dev) == 4096);
     cudaGraph_t captured = nullptr;
     REQUIRE(cudaStreamEndCapture(st, &captured) == cudaSuccess);
     CHECK(cudaGraphDestroy(captured) == cudaSuccess);
