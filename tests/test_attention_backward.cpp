@@ -339,9 +339,9 @@ TEST_CASE("attention backward: batched op, GQA 8/2 causal sq != sk, f16 d128") {
 
 // The deterministic CUDA backward gives the same gradients, bit for bit, run after run (no
 // gradient is summed with atomics in an order that varies); the default fused kernel agrees
-// with it to the rounding of the dtype. Strided q and dO (padded rows) go through the same
-// kernels.
-TEST_CASE("attention backward: deterministic CUDA gradients are bitwise identical run to run, strided q included") {
+// with it to the rounding of the dtype. Strided q, k, v and dO (padded rows and heads) go
+// through the same kernels.
+TEST_CASE("attention backward: deterministic CUDA gradients are bitwise identical run to run, strided q, k and v") {
   SKIP_WITHOUT_CUDA();
   const Device dev = Device::cuda(0);
   const VarlenSetup s{{300, 1, 257}, {300, 64, 400}, 8, 2, 128, DType::BF16};
@@ -350,7 +350,9 @@ TEST_CASE("attention backward: deterministic CUDA gradients are bitwise identica
   op.deterministic = true;
   const size_t tq = 558, tk = 764;
   const Tensor q = randn({tq, 8, 136}, DType::BF16, dev, 71).narrow(2, 0, 128);  // row stride 1088
-  const Tensor k = randn({tk, 2, 128}, DType::BF16, dev, 72), v = randn({tk, 2, 128}, DType::BF16, dev, 73);
+  // k and v with padded heads (head stride 136, row stride 272), v's rows further apart
+  const Tensor k = randn({tk, 2, 136}, DType::BF16, dev, 72).narrow(2, 0, 128);
+  const Tensor v = randn({tk, 3, 136}, DType::BF16, dev, 73).narrow(1, 0, 2).narrow(2, 0, 128);
   const Tensor seed = randn({tq, 8, 128}, DType::BF16, dev, 74);
   auto grads = [&] {
     Tensor qg = q.detach(), kg = k.detach(), vg = v.detach();
