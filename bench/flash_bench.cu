@@ -11,8 +11,9 @@
 //   E  the other head sizes of the Hopper kernels (only when named): 16k tokens, seqlen 4k and
 //      16k, d 96 / 192, 16 heads, causal and not
 //   copy: a device-to-device copy of 2 GiB (read + write bytes / time), the bandwidth roof
-//   S  short decode (tuning, only when named): B = 1, ctx 512 and 2048, the launcher's
-//      split-KV count and forced counts 1, 2, 4, 8, 16
+//   S  decode split-KV counts (tuning, only when named): B = 1, ctx 512 and 2048, the
+//      launcher's count and forced counts 1, 2, 4, 8, 16; B = 1 ctx 32768, 8 to 33 splits;
+//      B = 8 ctx 4096, 1 to 8 splits
 //   L  the kernel ladder (docs/kernels.md): workload A at d128 h16 through each level, from
 //      the lesson kernel to the library's tensor-core instance, each level's output compared
 //      with the lesson kernel's on the same inputs (max_diff; a level off by more than 0.02
@@ -384,7 +385,7 @@ int main(int argc, char** argv) {
       using Cfg = decltype(cfg);
       static int s_chunk;
       s_chunk = chunk;
-      g_launch = [](const FlashFwdParams& p) { launch_flash_cfg<Cfg, FlashDType::BF16>(p, nullptr, 1, s_chunk); };
+      g_launch = [](const FlashFwdParams& p) { launch_flash_cfg<Cfg, FlashDType::BF16>(p, nullptr, 1, nullptr, s_chunk); };
       Prefill w;
       w.lens = L, w.d = d, w.h = w.hk = 2048 / d, w.causal = causal, w.varlen = false;
       run_prefill("V_order_c" + std::to_string(chunk) + "_" + base, w);
@@ -418,10 +419,10 @@ int main(int argc, char** argv) {
     };
     level("L1_lesson", [](const FlashFwdParams& p) { wick::kernels::flash_fwd_naive(p, nullptr); });
     level("L2_mma_16rows_2stages", [](const FlashFwdParams& p) {
-      launch_flash_cfg<FlashConfig<128, 128, 4, 1, 1, 32, 2, false>, FlashDType::BF16>(p, nullptr, 1);
+      launch_flash_cfg<FlashConfig<128, 128, 4, 1, 1, 32, 2, false>, FlashDType::BF16>(p, nullptr, 1, nullptr);
     });
     level("L3_mma_32rows_2stages", [](const FlashFwdParams& p) {
-      launch_flash_cfg<FlashConfig<128, 128, 4, 2, 1, 32, 2, false>, FlashDType::BF16>(p, nullptr, 1);
+      launch_flash_cfg<FlashConfig<128, 128, 4, 2, 1, 32, 2, false>, FlashDType::BF16>(p, nullptr, 1, nullptr);
     });
     level("L4_library", [](const FlashFwdParams& p) { wick::kernels::flash_fwd(p, nullptr); });
     g_launch = [](const FlashFwdParams& p) { wick::kernels::flash_fwd(p, nullptr); };
@@ -437,13 +438,15 @@ int main(int argc, char** argv) {
     run_decode(128, 8192);
     run_decode(1, 32768);
   }
-  if (only.find('S') != std::string::npos) {  // short decode, forced split counts (tuning)
+  if (only.find('S') != std::string::npos) {  // decode, forced split counts (tuning)
     if (selected("S_empty_kernel")) {  // the harness's floor: one launch of an empty kernel
       const double ms = time_median([](int) { empty_kernel<<<1, 32>>>(); }, 1);
       emit("S_empty_kernel", ms, "us", ms * 1e3);
     }
     for (int ctx : {512, 2048})
       for (int splits : {0, 1, 2, 4, 8, 16}) run_decode(1, ctx, splits, true);
+    for (int splits : {0, 8, 12, 16, 24, 33}) run_decode(1, 32768, splits, true);  // one long sequence
+    for (int splits : {0, 1, 2, 3, 4, 5, 8}) run_decode(8, 4096, splits, true);
   }
   if (g_json) std::fclose(g_json);
   return 0;

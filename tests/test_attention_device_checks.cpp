@@ -130,6 +130,81 @@ TEST_CASE("attention device checks: a valid call computes what strict mode compu
   }
 }
 
+// Where the checks run depends on the call (kernels/flash/validate.h): in the forward
+// kernel's own CTAs for decode shapes with few index values (split-KV included), in a check
+// kernel first for larger block tables and for the Hopper prefill kernel. Each case's fault
+// must read as strict mode's error at the call, with NaN outputs; the same call made valid
+// must compute what strict mode computes.
+TEST_CASE("attention device checks: the forward kernel's own checks and the check kernel agree with strict mode") {
+  SKIP_WITHOUT_CUDA();
+  const Device dev = Device::cuda(0);
+  struct Case {
+    const char* name;
+    size_t sq, sk, h, hk, d, page, cols;  // per sequence (two sequences); page 0: packed k/v
+  };
+  const std::vector<Case> cases = {
+      {"decode, split-KV, packed", 1, 700, 8, 2, 128, 0, 0},
+      {"decode, split-KV, paged 64", 1, 700, 8, 2, 128, 64, 12},
+      {"decode, paged 32, a table of 1100 columns", 1, 700, 8, 2, 64, 32, 1100},
+      {"prefill, d128", 100, 300, 4, 2, 128, 0, 0},
+  };
+  uint64_t seed = 500;
+  for (const Case& c : cases) {
+    INFO("case: ", c.name);
+    const Tensor q = randn({2 * c.sq, c.h, c.d}, DType::BF16, dev, seed++);
+    Tensor k, v;
+    FlashAttnVarLen op;
+    op.max_seqlen_q = c.sq, op.max_seqlen_k = c.sk;
+    op.seqlens_q = u32_tensor({0, static_cast<uint32_t>(c.sq), static_cast<uint32_t>(2 * c.sq)}, dev);
+    op.seqlens_k = u32_tensor({0, static_cast<uint32_t>(c.sk), static_cast<uint32_t>(2 * c.sk)}, dev);
+    std::vector<uint32_t> table;
+    size_t blocks = 0;
+    if (c.page > 0) {
+      const size_t pages = (c.sk + c.page - 1) / c.page;
+      blocks = 2 * pages + 1;
+      for (size_t b = 0; b < 2; ++b)
+        for (size_t col = 0; col < c.cols; ++col) table.push_back(col < pages ? static_cast<uint32_t>(2 * col + b) : 0u);
+      k = randn({blocks, c.page, c.hk, c.d}, DType::BF16, dev, seed++);
+      v = randn({blocks, c.page, c.hk, c.d}, DType::BF16, dev, seed++);
+      op.block_table = Tensor::from_vec(table, Shape{2, c.cols}, dev);
+      op.page_block_size = c.page;
+    } else {
+      k = randn({2 * c.sk, c.hk, c.d}, DType::BF16, dev, seed++);
+      v = randn({2 * c.sk, c.hk, c.d}, DType::BF16, dev, seed++);
+    }
+    op.causal = true;
+    // valid: the same numbers either way
+    const std::vector<double> fast = op.forward(q, k, v).to_f64_vec();
+    op.strict_checks = true;
+    CHECK(op.forward(q, k, v).to_f64_vec() == fast);
+    op.strict_checks = false;
+    CHECK(raised(dev).second == "<no error>");
+
+    auto same_fault = [&](const FlashAttnVarLen& bad, const char* code) {
+      const Tensor out = bad.forward(q, k, v);
+      const auto deferred = raised(dev);
+      CHECK(all_nan(out));
+      FlashAttnVarLen strict = bad;
+      strict.strict_checks = true;
+      CHECK(deferred.first == code);
+      CHECK(deferred.second == catalog::error_of([&] { (void)strict.forward(q, k, v); }));
+    };
+    FlashAttnVarLen bad = op;
+    bad.max_seqlen_k = c.sk - 1;  // sequence 0's keys exceed it
+    same_fault(bad, "W08");
+    bad = op;
+    bad.seqlens_q = u32_tensor({0, static_cast<uint32_t>(c.sq), static_cast<uint32_t>(2 * c.sq - 1)}, dev);
+    same_fault(bad, "W06");
+    if (c.page > 0) {
+      std::vector<uint32_t> broken = table;
+      broken[c.cols + 3] = static_cast<uint32_t>(blocks);  // sequence 1, column 3: one past the last block
+      bad = op;
+      bad.block_table = Tensor::from_vec(broken, Shape{2, c.cols}, dev);
+      same_fault(bad, "W11");
+    }
+  }
+}
+
 TEST_CASE("attention device checks: the backward of a faulted call gives NaN gradients") {
   SKIP_WITHOUT_CUDA();
   const Device dev = Device::cuda(0);

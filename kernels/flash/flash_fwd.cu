@@ -16,6 +16,7 @@
 
 #include "kernels/flash/flash_fwd.h"
 #include "kernels/flash/flash_fwd_sm90.h"
+#include "kernels/flash/validate.h"
 #include "kernels/flash/flash_instances.h"
 #include "kernels/flash/flash_launch.h"
 #include "tensor/cuda_check.h"
@@ -42,13 +43,14 @@ bool vector_friendly(const FlashFwdParams& p) {
 // Runs the smallest compiled instance of the one list (kFlashHeadDims) that holds
 // head_size; false when this build has none (the caller falls back).
 template <FlashDType DT, size_t... I>
-bool dispatch_dtype(const FlashFwdParams& p, void* stream, bool decode_shape, std::index_sequence<I...>) {
+bool dispatch_dtype(const FlashFwdParams& p, void* stream, bool decode_shape, const DeviceChecks* checks,
+                    std::index_sequence<I...>) {
   bool done = false;
   auto try_dim = [&](auto dim) {
     constexpr int D = decltype(dim)::value;
     if constexpr (WICK_FLASH_WANT(D) && (DT == FlashDType::BF16 || WICK_FLASH_WANT_F16)) {
       if (!done && p.head_size <= D) {
-        flash::run_flash_hdim<D, DT>(p, stream, decode_shape && flash::has_decode_variant(D));
+        flash::run_flash_hdim<D, DT>(p, stream, decode_shape && flash::has_decode_variant(D), checks);
         done = true;
       }
     }
@@ -58,32 +60,47 @@ bool dispatch_dtype(const FlashFwdParams& p, void* stream, bool decode_shape, st
 }
 
 template <FlashDType DT>
-bool dispatch_dtype(const FlashFwdParams& p, void* stream, bool decode_shape) {
+bool dispatch_dtype(const FlashFwdParams& p, void* stream, bool decode_shape, const DeviceChecks* checks) {
   constexpr size_t kCount = sizeof(flash::kFlashHeadDims) / sizeof(flash::kFlashHeadDims[0]);
-  return dispatch_dtype<DT>(p, stream, decode_shape, std::make_index_sequence<kCount>{});
+  return dispatch_dtype<DT>(p, stream, decode_shape, checks, std::make_index_sequence<kCount>{});
 }
 
 }  // namespace
 
-void flash_fwd(const FlashFwdParams& p, void* stream) {
+void flash_fwd(const FlashFwdParams& p, void* stream, const DeviceChecks* checks) {
   if (p.head_size <= 0 || p.head_size > kMaxHeadSize)
     throw Error("C10", "flash_fwd: head_size " + std::to_string(p.head_size) + " is outside 1..512");
   if (p.num_heads_k <= 0 || p.num_heads % p.num_heads_k != 0)
     throw Error("C11", "flash_fwd: num_heads " + std::to_string(p.num_heads) + " is not a multiple of num_heads_k " +
                 std::to_string(p.num_heads_k));
-  if (p.batch <= 0 || p.num_heads <= 0 || p.total_q <= 0) return;
+  // Every path but the tensor-core instances runs the check kernel first.
+  auto check_first = [&] {
+    if (checks) flash_validate(ValidateArgs{p, *checks}, stream);
+    checks = nullptr;
+  };
+  if (p.batch <= 0 || p.num_heads <= 0 || p.total_q <= 0) {
+    check_first();
+    return;
+  }
   if (!vector_friendly(p)) {
+    check_first();
     flash_fwd_naive(p, stream);
     return;
   }
   const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
   const bool decode_shape = static_cast<int64_t>(max_sq) * (p.num_heads / p.num_heads_k) <= kDecodeRows;
 #if WICK_FLASH_SM90
-  if (!decode_shape && flash::sm90::covers(p) && flash::sm90::available() && flash::sm90::run(p, stream)) return;
+  if (!decode_shape && flash::sm90::covers(p) && flash::sm90::available()) {
+    check_first();
+    if (flash::sm90::run(p, stream)) return;
+  }
 #endif
-  const bool done = p.dtype == FlashDType::BF16 ? dispatch_dtype<FlashDType::BF16>(p, stream, decode_shape)
-                                                : dispatch_dtype<FlashDType::F16>(p, stream, decode_shape);
-  if (!done) flash_fwd_naive(p, stream);
+  const bool done = p.dtype == FlashDType::BF16 ? dispatch_dtype<FlashDType::BF16>(p, stream, decode_shape, checks)
+                                                : dispatch_dtype<FlashDType::F16>(p, stream, decode_shape, checks);
+  if (!done) {
+    check_first();
+    flash_fwd_naive(p, stream);
+  }
 }
 
 }  // namespace wick::kernels

@@ -6,8 +6,12 @@
 
 namespace wick::kernels {
 
+struct DeviceChecks;  // kernels/flash/validate.h
+
 // The fast path: picks the tensor-core prefill, paged, or split-KV decode kernel.
-void flash_fwd(const FlashFwdParams& params, void* stream);
+// checks: the call's value checks on the device (validate.h), or null (checked on the host):
+// the tensor-core kernel runs them itself when it can, else a check kernel runs first.
+void flash_fwd(const FlashFwdParams& params, void* stream, const DeviceChecks* checks = nullptr);
 
 // The readable lesson kernel: follows ops/attention/cpu.cpp step by step. Slow; a second reference.
 void flash_fwd_naive(const FlashFwdParams& params, void* stream);

@@ -40,6 +40,7 @@
 #include "kernels/flash/flash_combine.cuh"
 #include "kernels/flash/flash_common.cuh"
 #include "kernels/flash/flash_mma.cuh"
+#include "kernels/flash/validate.cuh"
 
 namespace wick::kernels::flash {
 
@@ -91,6 +92,11 @@ struct FlashKernelArgs {
   // at launch; the last split of a tile to finish merges and sets it back to zero. Null: a
   // separate combine kernel merges (n_col_chunks must be 1 for the in-place merge).
   int* tile_counters = nullptr;
+  // The call's value checks (validate.h), run by every CTA before it reads through an index
+  // value when check_here; else a check kernel ran before this one and p.verdict holds its
+  // verdict.
+  bool check_here = false;
+  DeviceChecks checks;
 };
 
 // The general logit of one score: the contract's logit in log2 units when `transform`, and
@@ -154,6 +160,18 @@ __device__ __forceinline__ void load_tile(uint32_t dst, const Elem* src, const T
   }
 }
 
+// call_faulted for a kernel that runs the checks itself: after the wait for the kernel before,
+// the CTA checks every index value of the call (the same cells in every CTA, so every CTA
+// reaches the same verdict), and the first CTA writes the verdict (for the backward) and
+// records the fault. All threads of the block call it.
+__device__ __forceinline__ bool checks_fail_here(const FlashFwdParams& p, const DeviceChecks& c) {
+  wait_for_prior_grid();
+  __shared__ unsigned long long s_key;
+  const unsigned long long key = checks::first_fault_in_block(p, c, s_key);
+  if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x == 0) checks::report(p, c, key);
+  return key != checks::kNone;
+}
+
 template <class Cfg, class Elem>
 __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKernelArgs args) {
   constexpr int kD = Cfg::kD, kDV = Cfg::kDV, kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN;
@@ -166,7 +184,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
   Elem* sV = sK + kStages * Cfg::kElemsK;
 
   const FlashFwdParams& p = args.p;
-  if (call_faulted(p)) {
+  if (args.check_here ? checks_fail_here(p, args.checks) : call_faulted(p)) {
     write_fault_outputs<Elem>(p, blockIdx.x + static_cast<int64_t>(blockIdx.z) * gridDim.x,
                               static_cast<int64_t>(gridDim.x) * gridDim.z);
     return;

@@ -17,29 +17,36 @@
 namespace wick::kernels::flash {
 
 // Number of KV splits: 1 when the (tile, head, sequence) CTAs already fill the GPU's
-// resident slots; else enough splits to fill them once, with at least `min_tiles` key tiles
-// per split. A split's CTA pays a fixed start (its Q tile, the first K/V tile's latency)
-// before its keys stream, so one with too few tiles does not pay for itself: measured on the
-// H200 (bench/RESULTS.md), 2 tiles per split when the forward kernel merges the splits in
-// place; 4, and none under 16 key tiles, when a separate combine kernel has to run.
-inline int choose_num_splits(int64_t ctas, int key_tiles, int slots, bool merge_in_place) {
+// resident slots; else as many splits as keep the CTAs within one per SM, with at least
+// `min_tiles` key tiles per split. A split's CTA pays a fixed start (its Q tile, the first
+// K/V tile's latency) before its keys stream, so one with too few tiles does not pay for
+// itself: measured on the H200 (bench/RESULTS.md), 2 tiles per split when the forward kernel
+// merges the splits in place; 4, and none under 16 key tiles, when a separate combine kernel
+// has to run. At most one CTA per SM, not one per resident slot: on the H200 (132 SMs, two
+// slots each) B = 1 ctx 32768 (8 CTAs before splitting) streamed K/V at 2.82 TB/s with 16
+// splits, 2.51 with 33 and 2.53 with 17 (4 SMs running two); B = 8 ctx 4096 (64 CTAs) 3.09
+// with 2 splits, 2.80 with 3, 2.34 with 5.
+inline int choose_num_splits(int64_t ctas, int key_tiles, int slots, int sms, bool merge_in_place) {
   const int min_tiles = merge_in_place ? 2 : 4;
   if (ctas <= 0 || ctas * 5 >= static_cast<int64_t>(slots) * 4) return 1;
   if (!merge_in_place && key_tiles < 16) return 1;
-  int n = static_cast<int>((slots + ctas - 1) / ctas);
+  int n = static_cast<int>(sms / ctas);
   n = std::min({n, key_tiles / min_tiles, 128});
   return std::max(n, 1);
 }
 
-// Resident CTAs per SM times SMs, for one kernel on the current device (cached per device).
-// `cache` is the caller's per-instance array of kMaxDevices entries; the first call on a
-// device also raises the kernel's dynamic shared-memory limit.
+// Resident CTAs per SM times SMs (`slots`), and the SMs, for one kernel on the current device
+// (cached per device). `cache` is the caller's per-instance array of kMaxDevices entries; the
+// first call on a device also raises the kernel's dynamic shared-memory limit.
 constexpr int kMaxDevices = 64;
+struct Residency {
+  int slots = 0, sms = 0;
+};
 template <class Kernel>
-int resident_slots(Kernel kernel, int threads, int smem, int* cache) {
+Residency resident_slots(Kernel kernel, int threads, int smem, Residency* cache) {
   int dev = 0;
   WICK_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev < kMaxDevices && cache[dev] > 0) return cache[dev];
+  if (dev < kMaxDevices && cache[dev].slots > 0) return cache[dev];
   WICK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   int per_sm = 0, sms = 0;
   WICK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
@@ -47,9 +54,9 @@ int resident_slots(Kernel kernel, int threads, int smem, int* cache) {
   if (per_sm <= 0)
     throw Error("C13", "flash_fwd: a kernel instance needing " + std::to_string(smem) +
                 " bytes of shared memory cannot run on device " + std::to_string(dev));
-  const int slots = per_sm * sms;
-  if (dev < kMaxDevices) cache[dev] = slots;
-  return slots;
+  const Residency r{per_sm * sms, sms};
+  if (dev < kMaxDevices) cache[dev] = r;
+  return r;
 }
 
 // Sequences per launch-order chunk (see flash_fwd_kernel): as many as one wave of resident
@@ -65,11 +72,13 @@ inline int choose_seq_chunk(int64_t ctas_per_seq, int batch, int slots) {
 
 // seq_chunk > 0 forces the launch-order chunk (benchmarks of the ordering); 0 chooses.
 template <class Cfg, FlashDType DT>
-void launch_flash_cfg(const FlashFwdParams& p, cudaStream_t st, int pack, int seq_chunk = 0) {
+void launch_flash_cfg(const FlashFwdParams& p, cudaStream_t st, int pack, const DeviceChecks* checks,
+                      int seq_chunk = 0) {
   using Elem = typename ElemOf<DT>::type;
   auto kernel = flash_fwd_kernel<Cfg, Elem>;
-  static int slots_cache[kMaxDevices] = {};  // one per instance: the attribute is per kernel
-  const int slots = resident_slots(kernel, Cfg::kThreads, Cfg::kSmem, slots_cache);
+  static Residency residency_cache[kMaxDevices] = {};  // one per instance: the attribute is per kernel
+  const Residency res = resident_slots(kernel, Cfg::kThreads, Cfg::kSmem, residency_cache);
+  const int slots = res.slots;
 
   FlashKernelArgs a;
   a.p = p;
@@ -84,7 +93,10 @@ void launch_flash_cfg(const FlashFwdParams& p, cudaStream_t st, int pack, int se
   const int max_sk = p.cu_seqlens_k ? p.max_seqlen_k : p.seqlen_k;
   const int64_t m_blocks = (static_cast<int64_t>(max_sq) * pack + Cfg::kBlockM - 1) / Cfg::kBlockM;
   const int64_t heads_y = static_cast<int64_t>(pack > 1 ? p.num_heads_k : p.num_heads) * a.n_col_chunks;
-  if (m_blocks <= 0) return;
+  if (m_blocks <= 0) {
+    if (checks) flash_validate(ValidateArgs{p, *checks}, st);
+    return;
+  }
   if (m_blocks > 0x7fffffff || heads_y > 65535)
     throw Error("C14", "flash_fwd: grid too large (" + std::to_string(m_blocks) + " query tiles, " +
                 std::to_string(heads_y) + " head slots)");
@@ -97,7 +109,8 @@ void launch_flash_cfg(const FlashFwdParams& p, cudaStream_t st, int pack, int se
                               : choose_seq_chunk(m_blocks * heads_y, p.batch, slots);
   const int key_tiles = (max_sk + Cfg::kBlockN - 1) / Cfg::kBlockN;
   int splits = p.num_splits > 0 ? p.num_splits
-                                : choose_num_splits(m_blocks * heads_y * p.batch, key_tiles, slots, a.n_col_chunks == 1);
+                                : choose_num_splits(m_blocks * heads_y * p.batch, key_tiles, slots, res.sms,
+                                                    a.n_col_chunks == 1);
   splits = std::max(1, std::min(splits, 65535 / std::max(p.batch, 1)));
   a.num_splits = splits;
 
@@ -116,6 +129,14 @@ void launch_flash_cfg(const FlashFwdParams& p, cudaStream_t st, int pack, int se
     }
     a.lseacc = a.oacc + slots_total * a.acc_dim;
   }
+  // The value checks go into this kernel when it is the call's only one (no combine kernel
+  // after it reads the verdict) and they are few; else one check kernel runs first.
+  if (checks && (splits == 1 || a.tile_counters) && check_cells(p, *checks) <= kChecksInKernelMax) {
+    a.check_here = true;
+    a.checks = *checks;
+  } else if (checks) {
+    flash_validate(ValidateArgs{p, *checks}, st);
+  }
   const dim3 grid(static_cast<unsigned>(tiles), 1u, static_cast<unsigned>(splits));
   cudaError_t err = launch_programmatic(kernel, grid, dim3(Cfg::kThreads), Cfg::kSmem, st, a);
   if (err == cudaSuccess && splits > 1 && a.tile_counters == nullptr) {
@@ -129,16 +150,16 @@ void launch_flash_cfg(const FlashFwdParams& p, cudaStream_t st, int pack, int se
 }
 
 template <int D, FlashDType DT>
-void run_flash_hdim(const FlashFwdParams& p, void* stream, bool decode) {
+void run_flash_hdim(const FlashFwdParams& p, void* stream, bool decode, const DeviceChecks* checks) {
   auto st = static_cast<cudaStream_t>(stream);
   using Decode = typename DecodeConfig<D>::type;
   if constexpr (!std::is_void_v<Decode>) {
     if (decode) {
-      launch_flash_cfg<Decode, DT>(p, st, p.num_heads / p.num_heads_k);
+      launch_flash_cfg<Decode, DT>(p, st, p.num_heads / p.num_heads_k, checks);
       return;
     }
   }
-  launch_flash_cfg<typename PrefillConfig<D>::type, DT>(p, st, 1);
+  launch_flash_cfg<typename PrefillConfig<D>::type, DT>(p, st, 1, checks);
 }
 
 }  // namespace wick::kernels::flash
@@ -146,12 +167,14 @@ void run_flash_hdim(const FlashFwdParams& p, void* stream, bool decode) {
 // Explicit instances of one head size, in both dtypes the build wants.
 #if WICK_FLASH_WANT_F16
 #define WICK_FLASH_INSTANTIATE_F16(D) \
-  template void run_flash_hdim<D, ::wick::kernels::FlashDType::F16>(const FlashFwdParams&, void*, bool);
+  template void run_flash_hdim<D, ::wick::kernels::FlashDType::F16>(const FlashFwdParams&, void*, bool, \
+                                                                   const DeviceChecks*);
 #else
 #define WICK_FLASH_INSTANTIATE_F16(D)
 #endif
-#define WICK_FLASH_INSTANTIATE(D)                                                                        \
-  namespace wick::kernels::flash {                                                                       \
-  template void run_flash_hdim<D, ::wick::kernels::FlashDType::BF16>(const FlashFwdParams&, void*, bool); \
-  WICK_FLASH_INSTANTIATE_F16(D)                                                                          \
+#define WICK_FLASH_INSTANTIATE(D)                                                              \
+  namespace wick::kernels::flash {                                                             \
+  template void run_flash_hdim<D, ::wick::kernels::FlashDType::BF16>(const FlashFwdParams&, void*, bool, \
+                                                                     const DeviceChecks*);     \
+  WICK_FLASH_INSTANTIATE_F16(D)                                                                \
   }

@@ -2,14 +2,17 @@
 // instantiated by kernels/flash/flash_fwd_hdim<D>.cu as kernels/flash/flash_instances.h lists).
 #pragma once
 #include "kernels/flash/flash_params.h"
+#include "kernels/flash/validate.h"
 
 namespace wick::kernels::flash {
 
 // Runs the tensor-core forward on head-size instance D (D >= params.head_size).
 // decode: use the decode tile shape with the GQA group packed into rows (the caller checked
 // that max_seqlen_q * group fits one 16-row tile and that the instance has the variant).
+// checks: the call's value checks (validate.h), or null when they ran already or are not
+// wanted; the kernel runs them itself when it can, else a check kernel runs first.
 template <int D, FlashDType DT>
-void run_flash_hdim(const FlashFwdParams& params, void* stream, bool decode);
+void run_flash_hdim(const FlashFwdParams& params, void* stream, bool decode, const DeviceChecks* checks);
 
 // Split-KV workspace of an eager launch on `stream` (current device): `counters` holds at
 // least `tiles` zeroed tile counters (the kernel resets each after use, so one array serves

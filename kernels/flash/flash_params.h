@@ -60,8 +60,9 @@ struct FlashFwdParams {
   FlashDType dtype = FlashDType::BF16;
   int num_splits = 0;  // split-KV: 0 = choose by heuristic, n >= 1 = force n splits
 
-  // Set when the index values were checked on the device by flash_validate (validate.h),
-  // launched before this call on the same stream: nonzero at *verdict means a check failed.
+  // Set when the index values are checked on the device (validate.h: by a check kernel
+  // launched before this call on the same stream, or by the forward kernel's own CTAs, which
+  // write it for the backward): nonzero at *verdict means a check failed.
   // The kernels then read nothing but the verdict, and write NaN to every out and lse
   // element of the (contiguous, varlen) outputs. Null: the values were checked on the host.
   const uint32_t* verdict = nullptr;

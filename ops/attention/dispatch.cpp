@@ -5,7 +5,6 @@
 #include "tensor/stream.h"
 #ifdef WICK_WITH_CUDA
 #include "kernels/flash/flash_fwd.h"
-#include "kernels/flash/validate.h"
 #endif
 
 namespace wick::attention {
@@ -30,16 +29,12 @@ void run_forward(const AttnPlan& plan) {
 #ifdef WICK_WITH_CUDA
   set_current_device(plan.device);
   if (plan.device_checks) {
-    kernels::ValidateArgs v;
-    v.p = p;
-    v.total_k = plan.device_checks->total_k;
-    v.table_cols = plan.device_checks->table_cols;
-    v.table_unsigned = plan.device_checks->table_unsigned;
-    v.verdict = static_cast<uint32_t*>(plan.verdict.data_ptr());
-    v.sink = fault_sink(plan.device);
-    kernels::flash_validate(v, current_stream(plan.device).handle);
+    kernels::DeviceChecks c = *plan.device_checks;
+    c.sink = fault_sink(plan.device);
+    kernels::flash_fwd(p, current_stream(plan.device).handle, &c);
+  } else {
+    kernels::flash_fwd(p, current_stream(plan.device).handle);
   }
-  kernels::flash_fwd(p, current_stream(plan.device).handle);
 #else
   no_cuda(plan.device);
 #endif

@@ -425,7 +425,8 @@ AttnPlan plan_varlen(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k
     plan.device_checks->table_cols = paged ? static_cast<int64_t>(op.block_table->dim(1)) : 0;
     plan.device_checks->table_unsigned = paged && op.block_table->dtype() == DType::U32;
     plan.verdict = Tensor::empty(Shape{1}, DType::U32, dev);
-    p.verdict = static_cast<const uint32_t*>(plan.verdict.data_ptr());
+    plan.device_checks->verdict = static_cast<uint32_t*>(plan.verdict.data_ptr());
+    p.verdict = plan.device_checks->verdict;
   }
 
   // ---- the params (index maps: kernels/flash/flash_params.h)

@@ -13,20 +13,12 @@
 #include <vector>
 
 #include "kernels/flash/flash_params.h"
+#include "kernels/flash/validate.h"
 #include "ops/attention/op.h"
 #include "ops/attention/step.h"
 #include "tensor/tensor.h"
 
 namespace wick::attention {
-
-// What the device-side value checks need besides the params (AttnPlan::device_checks).
-// Defined outside AttnPlan: std::optional of a nested struct with default member
-// initializers is not default-constructible inside its enclosing class for clang.
-struct PlanDeviceChecks {
-  int64_t total_k = 0;     // rows of packed k
-  int64_t table_cols = 0;  // block_table columns
-  bool table_unsigned = false;
-};
 
 struct AttnPlan {
   // Inputs filled by plan_*(); out/lse pointers and o_*/lse_* strides by bind_outputs().
@@ -44,10 +36,10 @@ struct AttnPlan {
   // valid as long as the plan; host code reads them through HostTables.
   Tensor seqlens_q, seqlens_k, block_table, mm_prefix_ranges, alibi_slopes;
   // Set when the value checks (W04-W08, W10-W11) run on the device: a varlen call on CUDA
-  // tensors outside strict mode. What they need besides params, and the call's verdict
-  // (params.verdict points into it; the backward reads it too).
-  using DeviceChecks = PlanDeviceChecks;
-  std::optional<DeviceChecks> device_checks;
+  // tensors outside strict mode. What they need besides params (the fault sink is added at
+  // launch), and the call's verdict (params.verdict and device_checks->verdict point into
+  // it; the backward reads it too).
+  std::optional<kernels::DeviceChecks> device_checks;
   Tensor verdict;
 };
 
