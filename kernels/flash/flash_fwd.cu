@@ -16,9 +16,9 @@
 
 #include "kernels/flash/flash_fwd.h"
 #include "kernels/flash/flash_fwd_sm90.h"
-#include "kernels/flash/validate.h"
 #include "kernels/flash/flash_instances.h"
 #include "kernels/flash/flash_launch.h"
+#include "kernels/flash/validate.h"
 #include "tensor/cuda_check.h"
 #include "tensor/error.h"
 
