@@ -64,8 +64,7 @@ __global__ void __launch_bounds__(kWarps * 32) dsum_kernel(const FlashBwdParams 
   const SeqBounds s = seq_bounds(p, b);
   if (i >= s.sq) return;
   const Elem* o = static_cast<const Elem*>(p.out) + o_offset(p, b, s, i, h);
-  const Elem* g = static_cast<const Elem*>(bp.dout) + b * bp.do_batch_stride + (s.q_start + i) * bp.do_row_stride +
-                  h * bp.do_head_stride;
+  const Elem* g = static_cast<const Elem*>(bp.dout) + do_offset(bp, b, s, i, h);
   float acc = 0.f;
   for (int d = lane; d < p.head_size; d += 32) acc += to_float(o[d]) * to_float(g[d]);
   for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
@@ -88,8 +87,7 @@ __global__ void __launch_bounds__(kWarps * 32) dsum_kernel_vec(const FlashBwdPar
   float acc = 0.f;
   if (i < s.sq) {
     const Elem* o = static_cast<const Elem*>(p.out) + o_offset(p, b, s, i, h);
-    const Elem* g = static_cast<const Elem*>(bp.dout) + b * bp.do_batch_stride +
-                    (s.q_start + i) * bp.do_row_stride + h * bp.do_head_stride;
+    const Elem* g = static_cast<const Elem*>(bp.dout) + do_offset(bp, b, s, i, h);
     for (int d = 8 * c; d < p.head_size; d += 8 * G) {
       const uint4 x = *reinterpret_cast<const uint4*>(o + d), y = *reinterpret_cast<const uint4*>(g + d);
       const Elem* xe = reinterpret_cast<const Elem*>(&x);
@@ -164,8 +162,7 @@ __global__ void __launch_bounds__(kWarps * 32) tile_kernel(const FlashBwdParams 
     const float lse = p.lse[lse_offset(p, b, s, i, h)];
     if (lse == -INFINITY) continue;  // the row sees no key: P = 0 (uniform across the warp)
     const Elem* q = static_cast<const Elem*>(p.q) + q_offset(p, b, s, i, h);
-    const Elem* g = static_cast<const Elem*>(bp.dout) + b * bp.do_batch_stride + (s.q_start + i) * bp.do_row_stride +
-                    h * bp.do_head_stride;
+    const Elem* g = static_cast<const Elem*>(bp.dout) + do_offset(bp, b, s, i, h);
     for (int d = lane; d < D; d += 32) sQ[d] = to_float(q[d]), sdO[d] = to_float(g[d]);
     __syncwarp();
 

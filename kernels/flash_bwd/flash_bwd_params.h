@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "kernels/common.h"  // WICK_HOST_DEVICE
+#include "kernels/flash/contract.h"
 #include "kernels/flash/flash_params.h"
 
 namespace wick::kernels {
@@ -55,6 +56,12 @@ struct FlashBwdParams {
 // dsum's index of query row r_q (the scratch row index above) and head h.
 WICK_HOST_DEVICE inline int64_t dsum_index(const FlashFwdParams& p, int64_t r_q, int h) {
   return h * p.total_q + r_q;
+}
+
+// dO's element offset of (sequence b, query row i, head h, channel 0): the map above.
+WICK_HOST_DEVICE inline int64_t do_offset(const FlashBwdParams& bp, int b, const attn::SeqBounds& s, int64_t i,
+                                          int h) {
+  return b * bp.do_batch_stride + (s.q_start + i) * bp.do_row_stride + h * bp.do_head_stride;
 }
 
 }  // namespace wick::kernels

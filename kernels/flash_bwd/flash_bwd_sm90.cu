@@ -135,8 +135,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const FlashBwdParams b
     const int valid_q = min(kBlockM, s.sq - i0);
     load_tile<D, kBlockM>(sQ(j), static_cast<const Elem*>(p.q) + q_offset(p, b, s, i0, h), p.q_row_stride, valid_q,
                           hs);
-    const Elem* dout = static_cast<const Elem*>(bp.dout) + b * bp.do_batch_stride +
-                       (s.q_start + i0) * bp.do_row_stride + h * bp.do_head_stride;
+    const Elem* dout = static_cast<const Elem*>(bp.dout) + do_offset(bp, b, s, i0, h);
     load_tile<D, kBlockM>(sdO(j), dout, bp.do_row_stride, valid_q, hs);
     flash_bwd_mma::load_lse_dsum<kBlockM, kThreads>(rows + j * 2 * kBlockM, bp, b, s, i0, h, tid);
   };
