@@ -98,7 +98,7 @@ __device__ __forceinline__ void load_q_do_rows(Elem* sQ, Elem* sdO, const FlashB
                                              [&](int r) { return i0 + r < s.sq; }, p.head_size);
   load_rows<kRows, kD, kStride, kCtaThreads>(
       sdO, static_cast<const Elem*>(bp.dout),
-      [&](int r) { return b * bp.do_batch_stride + (s.q_start + i0 + r) * bp.do_row_stride + h * bp.do_head_stride; },
+      [&](int r) { return do_offset(bp, b, s, i0 + r, h); },
       [&](int r) { return i0 + r < s.sq; }, p.head_size);
 }
 
