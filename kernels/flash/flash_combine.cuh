@@ -15,40 +15,55 @@ namespace wick::kernels::flash {
 
 constexpr int kCombineWarps = 4;
 
-// The merged log-sum-exp of one (row, head) over its splits' partial lse values, read at
-// lseacc[slot0 + s * split_step]. Loads bypass L1 (__ldcg): the partials may have been
-// written by other SMs during this kernel (the in-kernel merge below).
-__device__ inline float merged_lse(const float* lseacc, int64_t slot0, int64_t split_step, int num_splits) {
-  float mx = -INFINITY;
-  bool nan_split = false;
-  for (int s = 0; s < num_splits; ++s) {
-    const float ls = __ldcg(lseacc + slot0 + s * split_step);
-    mx = fmaxf(mx, ls);  // fmaxf skips NaN: nan_split keeps it
-    nan_split |= ls != ls;
-  }
-  if (nan_split) return NAN;
-  if (mx == -INFINITY) return -INFINITY;
-  float sum = 0.f;
-  for (int s = 0; s < num_splits; ++s) sum += expf(__ldcg(lseacc + slot0 + s * split_step) - mx);
-  return mx + logf(sum);
-}
+// One (row, head)'s merge over its splits: channels [c, c + 4) of O and the merged lse.
+struct Merged {
+  float4 o;
+  float lse;
+};
 
-// Channels [c, c + 4) of one (row, head) merged from the splits' partial outputs, given the
-// merged lse: sum_s exp(lse_s - lse) * O_s; NaN when lse is NaN, 0 when no split saw a key.
-__device__ inline float4 merged_channels(const float* oacc, const float* lseacc, int64_t slot0, int64_t split_step,
-                                         int num_splits, int acc_dim, int c, float lse) {
-  if (lse != lse) return make_float4(NAN, NAN, NAN, NAN);
+// Merges channels [c, c + 4) of one (row, head) from its splits' partials: split s's lse at
+// lseacc[slot0 + s * split_step], its normalised O at oacc[(that slot) * acc_dim + c]. One
+// pass with a running maximum m (the online softmax over splits): sum = sum_s exp(lse_s - m)
+// and acc = sum_s exp(lse_s - m) O_s are rescaled when m grows, so lse = m + log(sum) and
+// O = acc / sum. The loads of kChunk splits are issued together before any is used: the
+// merge runs at the end of a kernel where each dependent round trip to L2 is exposed, and
+// one round per kChunk splits instead of one per split (or three, as a two-pass merge with a
+// skipped load per empty split takes) is what makes it cheap. Loads bypass L1 (__ldcg): the
+// partials may have been written by other SMs during this kernel (the in-kernel merge).
+// A split with lse_s = -inf weighs 0 (its O is not used); NaN in any lse_s makes the row NaN.
+__device__ inline Merged merge_splits(const float* oacc, const float* lseacc, int64_t slot0, int64_t split_step,
+                                      int num_splits, int acc_dim, int c) {
+  constexpr int kChunk = 8;
+  float m = -INFINITY, sum = 0.f;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-  if (lse == -INFINITY) return acc;
-  for (int s = 0; s < num_splits; ++s) {
-    const int64_t slot = slot0 + s * split_step;
-    const float ls = __ldcg(lseacc + slot);
-    if (ls == -INFINITY) continue;
-    const float w = expf(ls - lse);
-    const float4 x = __ldcg(reinterpret_cast<const float4*>(oacc + slot * acc_dim + c));
-    acc.x += w * x.x, acc.y += w * x.y, acc.z += w * x.z, acc.w += w * x.w;
+  bool nan_split = false;
+  for (int s0 = 0; s0 < num_splits; s0 += kChunk) {
+    float ls[kChunk];
+    float4 x[kChunk];
+#pragma unroll
+    for (int k = 0; k < kChunk; ++k) {
+      const int64_t slot = slot0 + min(s0 + k, num_splits - 1) * split_step;  // a real slot: no stray read
+      ls[k] = s0 + k < num_splits ? __ldcg(lseacc + slot) : -INFINITY;
+      x[k] = __ldcg(reinterpret_cast<const float4*>(oacc + slot * acc_dim + c));
+    }
+#pragma unroll
+    for (int k = 0; k < kChunk; ++k) {
+      nan_split |= ls[k] != ls[k];
+      const float m_new = fmaxf(m, ls[k]);  // fmaxf skips NaN: nan_split keeps it
+      if (m_new == -INFINITY) continue;     // no split so far saw a key
+      const float a = expf(m - m_new), w = ls[k] == -INFINITY ? 0.f : expf(ls[k] - m_new);
+      sum = sum * a + w;
+      acc.x = acc.x * a + (w == 0.f ? 0.f : w * x[k].x);
+      acc.y = acc.y * a + (w == 0.f ? 0.f : w * x[k].y);
+      acc.z = acc.z * a + (w == 0.f ? 0.f : w * x[k].z);
+      acc.w = acc.w * a + (w == 0.f ? 0.f : w * x[k].w);
+      m = m_new;
+    }
   }
-  return acc;
+  if (nan_split) return {make_float4(NAN, NAN, NAN, NAN), NAN};
+  if (m == -INFINITY) return {acc, -INFINITY};  // no split saw a key: 0 and -inf
+  const float inv = 1.f / sum;
+  return {make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv), m + logf(sum)};
 }
 
 template <class Elem>
@@ -74,11 +89,12 @@ __global__ void __launch_bounds__(kCombineWarps * 32)
   if (i >= sb.sq) return;
   const int64_t slot0 = (sb.q_row0 + i) * p.num_heads + h;   // split 0's slot
   const int64_t split_step = p.total_q * p.num_heads;         // slots between splits
-  const float lse = merged_lse(lseacc, slot0, split_step, num_splits);
   Elem* out = static_cast<Elem*>(p.out) + o_offset(p, b, sb, i, h);
-  for (int c = lane * 4; c < p.head_size; c += 128)
-    store4(out + c, merged_channels(oacc, lseacc, slot0, split_step, num_splits, acc_dim, c, lse));
-  if (p.lse && lane == 0) p.lse[lse_offset(p, b, sb, i, h)] = lse;
+  for (int c = lane * 4; c < p.head_size; c += 128) {
+    const Merged mg = merge_splits(oacc, lseacc, slot0, split_step, num_splits, acc_dim, c);
+    store4(out + c, mg.o);
+    if (p.lse && c == 0) p.lse[lse_offset(p, b, sb, i, h)] = mg.lse;
+  }
 }
 
 }  // namespace wick::kernels::flash

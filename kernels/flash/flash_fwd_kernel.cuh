@@ -621,10 +621,9 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
       const int r = r0 + c / quads, col = (c % quads) * 4;
       const int i = r / G, h = row_head(r);
       const int64_t slot0 = (sb.q_row0 + i) * p.num_heads + h;
-      const float lse = merged_lse(args.lseacc, slot0, split_step, args.num_splits);
-      store4(static_cast<Elem*>(p.out) + o_offset(p, b, sb, i, h) + col,
-             merged_channels(args.oacc, args.lseacc, slot0, split_step, args.num_splits, args.acc_dim, col, lse));
-      if (p.lse && col == 0) p.lse[lse_offset(p, b, sb, i, h)] = lse;
+      const Merged mg = merge_splits(args.oacc, args.lseacc, slot0, split_step, args.num_splits, args.acc_dim, col);
+      store4(static_cast<Elem*>(p.out) + o_offset(p, b, sb, i, h) + col, mg.o);
+      if (p.lse && col == 0) p.lse[lse_offset(p, b, sb, i, h)] = mg.lse;
     }
   }
 }
