@@ -23,9 +23,10 @@ namespace wick::kernels::flash {
 // itself: measured on the H200 (bench/RESULTS.md), 2 tiles per split when the forward kernel
 // merges the splits in place; 4, and none under 16 key tiles, when a separate combine kernel
 // has to run. At most one CTA per SM, not one per resident slot: on the H200 (132 SMs, two
-// slots each) B = 1 ctx 32768 (8 CTAs before splitting) streamed K/V at 2.82 TB/s with 16
-// splits, 2.51 with 33 and 2.53 with 17 (4 SMs running two); B = 8 ctx 4096 (64 CTAs) 3.09
-// with 2 splits, 2.80 with 3, 2.34 with 5.
+// slots each) B = 1 ctx 32768 (8 CTAs before splitting) streams K/V at 3.03 TB/s with 16
+// splits, 2.55 with 12, 2.61 with 24 and 2.77 with 33; with the older two-pass merge, 17
+// splits (4 SMs running two) measured 2.53 against 2.82 for 16, and B = 8 ctx 4096 (64 CTAs)
+// 3.09 with 2 splits, 2.80 with 3, 2.34 with 5.
 inline int choose_num_splits(int64_t ctas, int key_tiles, int slots, int sms, bool merge_in_place) {
   const int min_tiles = merge_in_place ? 2 : 4;
   if (ctas <= 0 || ctas * 5 >= static_cast<int64_t>(slots) * 4) return 1;
