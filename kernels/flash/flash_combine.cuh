@@ -26,9 +26,9 @@ struct Merged {
 // pass with a running maximum m (the online softmax over splits): sum = sum_s exp(lse_s - m)
 // and acc = sum_s exp(lse_s - m) O_s are rescaled when m grows, so lse = m + log(sum) and
 // O = acc / sum. The loads of kChunk splits are issued together before any is used: the
-// merge runs at the end of a kernel where each dependent round trip to L2 is exposed, and
-// one round per kChunk splits instead of one per split (or three, as a two-pass merge with a
-// skipped load per empty split takes) is what makes it cheap. Loads bypass L1 (__ldcg): the
+// merge runs at the end of a kernel, where every dependent round trip to L2 is exposed, so
+// it costs one round trip per kChunk splits (a merge that read the lse values first and
+// then each split's O in turn cost several per split). Loads bypass L1 (__ldcg): the
 // partials may have been written by other SMs during this kernel (the in-kernel merge).
 // A split with lse_s = -inf weighs 0 (its O is not used); NaN in any lse_s makes the row NaN.
 __device__ inline Merged merge_splits(const float* oacc, const float* lseacc, int64_t slot0, int64_t split_step,
