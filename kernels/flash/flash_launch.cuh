@@ -22,7 +22,9 @@ namespace wick::kernels::flash {
 // K/V tile's latency) before its keys stream, so one with too few tiles does not pay for
 // itself: measured on the H200 (bench/RESULTS.md), 2 tiles per split when the forward kernel
 // merges the splits in place; 4, and none under 16 key tiles, when a separate combine kernel
-// has to run. At most one CTA per SM, not one per resident slot: on the H200 (132 SMs, two
+// has to run. (Those were measured with the two-pass merge; with today's one-pass merge, one
+// tile per split ran 7% faster at B = 1 ctx 512 at kernel level, not yet measured through
+// the op.) At most one CTA per SM, not one per resident slot: on the H200 (132 SMs, two
 // slots each) B = 1 ctx 32768 (8 CTAs before splitting) streams K/V at 3.03 TB/s with 16
 // splits, 2.55 with 12, 2.61 with 24 and 2.77 with 33; with the older two-pass merge, 17
 // splits (4 SMs running two) measured 2.53 against 2.82 for 16, and B = 8 ctx 4096 (64 CTAs)
