@@ -40,11 +40,13 @@ __device__ __forceinline__ void scan_table(const FlashFwdParams& p, const Device
   for (I f = threadIdx.x; f < cells; f += blockDim.x) {
     const I b = f / per_seq, col = f % per_seq;
     const int64_t e = col < c.table_cols ? table_entry(p, c, b, col) : 0;
-    const int64_t pages = pages_of(p, b);
+    // col < pages_of(p, b), i.e. col < ceil(len / page), is col * page < len: no division
+    const uint32_t len = p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b];  // as pages_of reads it
+    const bool used = static_cast<int64_t>(col) * p.page_block_size < static_cast<int64_t>(len);
     unsigned long long k2 = kNone;
     if (col == c.table_cols) {
-      if (pages > c.table_cols) k2 = make_key(SeqlensCheck::Table, static_cast<int64_t>(b) * per_seq);
-    } else if (col < pages && (e < 0 || e >= p.num_blocks)) {
+      if (used) k2 = make_key(SeqlensCheck::Table, static_cast<int64_t>(b) * per_seq);  // pages > cols
+    } else if (used && (e < 0 || e >= p.num_blocks)) {
       k2 = make_key(SeqlensCheck::Table, static_cast<int64_t>(b) * per_seq + 1 + col);
     }
     key = k2 < key ? k2 : key;
