@@ -30,7 +30,7 @@ namespace wick::kernels::flash {
 // splits (4 SMs running two) measured 2.53 against 2.82 for 16, and B = 8 ctx 4096 (64 CTAs)
 // 3.09 with 2 splits, 2.80 with 3, 2.34 with 5.
 inline int choose_num_splits(int64_t ctas, int key_tiles, int slots, int sms, bool merge_in_place) {
-  const int min_tiles = merge_in_place ? 2 : 4;
+  const int min_tiles = merge_in_place ? 1 : 4;
   if (ctas <= 0 || ctas * 5 >= static_cast<int64_t>(slots) * 4) return 1;
   if (!merge_in_place && key_tiles < 16) return 1;
   int n = static_cast<int>(sms / ctas);
