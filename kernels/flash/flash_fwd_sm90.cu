@@ -628,72 +628,88 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
   if (wg == kWG - 1) bar_arrive(2, kTurn);
   int it = 0, q_index = -1;
   uint32_t tail_parity = 0;  // bit s: the phase of stage s's tail barrier to wait for next
+  auto wait_tail = [&](int it_) {
+    const int stage = it_ % kS;
+    mbar_wait(tail + 8 * stage, (tail_parity >> stage) & 1u);
+    tail_parity ^= 1u << stage;
+  };
+  // Waits for key tile nb of tile w's K (joint ring: K and V) before S, and for its V before
+  // O += P V; a straddling tile's V also waits for the producer's zeros (tail).
+  auto straddles_sk = [&](const TileWork& w, int nb) { return zero_tail && (nb + 1) * kBlockN > w.sb.sk; };
+  auto wait_k = [&](const TileWork& w, int nb, int it_) {
+    mbar_wait(full_k + 8 * (it_ % kS), (it_ / kS) & 1);
+    if (!kSplitKV && straddles_sk(w, nb)) wait_tail(it_);
+  };
+  auto wait_v = [&](const TileWork& w, int nb, int it_) {
+    if (!kSplitKV) return;
+    mbar_wait(full_v + 8 * (it_ % kS), (it_ / kS) & 1);
+    if (straddles_sk(w, nb)) wait_tail(it_);
+  };
+  auto release = [&](uint32_t empty, int it_) {  // this warp is done with the stage
+    if (lane == 0) mbar_arrive(empty + 8 * (it_ % kS));
+  };
+  // After a tile's last S (round r): this warpgroup's Q rows are free for the next tile's,
+  // once every warp of the warpgroup is past its wait for that S (a warp's copies land in
+  // rows the others' part of the product reads).
+  auto prefetch_q = [&](int r) {
+    TileWork nw;
+    const int next = next_with_keys(r, nw);
+    if (next < 0) return;
+    bar_sync(q_bar, 128);
+    load_q(nw), q_index = next;
+  };
+  // The running state of this warpgroup's rows of the current tile: O, the row maxima and
+  // sums, and P of its latest key tile (the A operand of the next O += P V).
+  float o[kD / 2];
+  float m_run[2], l_run[2];
+  uint32_t a[kBlockN / 16][4];
+  auto start_rows = [&] {
+#pragma unroll
+    for (int e = 0; e < kD / 2; ++e) o[e] = 0.f;
+    m_run[0] = m_run[1] = -INFINITY, l_run[0] = l_run[1] = 0.f;
+  };
+  // The first key tile of tile w (round r), once its S is in registers: masks, softmax (O is
+  // still zero: no rescale), P.
+  auto first_softmax = [&](float (&s)[kBlockN / 2], const TileWork& w, int r) {
+    fence_operands(s);
+    if (kSplitKV) release(empty_k, it);
+    if (w.nb_lo + 1 == w.nb_hi) prefetch_q(r);
+    mask_tile<kBlockN>(s, p, w, Fragment{w.r0 + 64 * wg + 16 * (warp % 4) + lane / 4, lane % 4}, w.nb_lo);
+    float corr[2];
+    online_softmax<kBlockN>(s, m_run, l_run, sc, corr);
+    pack_p<kBlockN, Elem>(s, a);
+    ++it;
+  };
+  // started: the current tile's first key tile is done already: its S was issued in the last
+  // turn of the tile before, beside that tile's last O += P V (below), so the tensor cores
+  // compute it while the tile before writes its rows.
+  bool started = false;
   for (int r = 0; r < rounds; ++r) {
     const int index = cta_tile(r);
     TileWork w;
     if (index >= tiles || !find_tile<Sh>(p, m_blocks, index, w)) continue;
     const Fragment f{w.r0 + 64 * wg + 16 * (warp % 4) + lane / 4, lane % 4};
-    float o[kD / 2];
-#pragma unroll
-    for (int e = 0; e < kD / 2; ++e) o[e] = 0.f;
-    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
-    auto straddles_sk = [&](int nb) { return zero_tail && (nb + 1) * kBlockN > w.sb.sk; };
-    auto wait_tail = [&](int it_) {
-      const int stage = it_ % kS;
-      mbar_wait(tail + 8 * stage, (tail_parity >> stage) & 1u);
-      tail_parity ^= 1u << stage;
-    };
-    // 2. the key loop: S of tile j is issued together with O += P V of tile j - 1, and the
-    //    softmax of tile j runs while that product does (O is rescaled after it).
-    // Waits for tile nb's K (joint ring: K and V) before S, and for its V before O += P V;
-    // a straddling tile's V also waits for the producer's zeros (tail).
-    auto wait_k = [&](int nb, int it_) {
-      mbar_wait(full_k + 8 * (it_ % kS), (it_ / kS) & 1);
-      if (!kSplitKV && straddles_sk(nb)) wait_tail(it_);
-    };
-    auto wait_v = [&](int nb, int it_) {
-      if (!kSplitKV) return;
-      mbar_wait(full_v + 8 * (it_ % kS), (it_ / kS) & 1);
-      if (straddles_sk(nb)) wait_tail(it_);
-    };
-    auto release = [&](uint32_t empty, int it_) {  // this warp is done with the stage
-      if (lane == 0) mbar_arrive(empty + 8 * (it_ % kS));
-    };
-    // After the tile's last S: this warpgroup's Q rows are free for the next tile's, once
-    // every warp of the warpgroup is past its wait for that S (a warp's copies land in
-    // rows the others' part of the product reads).
-    auto prefetch_q = [&] {
-      TileWork nw;
-      const int next = next_with_keys(r, nw);
-      if (next < 0) return;
-      bar_sync(q_bar, 128);
-      load_q(nw), q_index = next;
-    };
+    if (!started) start_rows();
     if (w.nb_lo < w.nb_hi) {
-      if (q_index != index) load_q(w), q_index = index;
-      cp_async_wait<0>();
-      fence_proxy_async();
-      bar_sync(q_bar, 128);  // the warpgroup's Q rows are in
-      uint32_t a[kBlockN / 16][4];  // P of the previous tile
-      {
-        wait_k(w.nb_lo, it);
+      // 2. the key loop: S of tile j is issued together with O += P V of tile j - 1, and the
+      //    softmax of tile j runs while that product does (O is rescaled after it).
+      if (!started) {
+        if (q_index != index) load_q(w), q_index = index;
+        cp_async_wait<0>();
+        fence_proxy_async();
+        bar_sync(q_bar, 128);  // the warpgroup's Q rows are in
+        wait_k(w, w.nb_lo, it);
         float s[kBlockN / 2];
         bar_sync(my_turn, kTurn);
         issue_qk<Sh, Elem>(s, q_wg, sK + (it % kS) * kTileBytes);
         bar_arrive(next_turn, kTurn);
         wgmma_wait<0>();
-        fence_operands(s);
-        if (kSplitKV) release(empty_k, it);
-        if (w.nb_lo + 1 == w.nb_hi) prefetch_q();
-        mask_tile<kBlockN>(s, p, w, f, w.nb_lo);
-        float corr[2];
-        online_softmax<kBlockN>(s, m_run, l_run, sc, corr);  // O is still zero: no rescale
-        pack_p<kBlockN, Elem>(s, a);
-        ++it;
+        first_softmax(s, w, r);
       }
+      started = false;
       for (int nb = w.nb_lo + 1; nb < w.nb_hi; ++nb, ++it) {
-        wait_k(nb, it);
-        wait_v(nb - 1, it - 1);
+        wait_k(w, nb, it);
+        wait_v(w, nb - 1, it - 1);
         float s[kBlockN / 2];
         bar_sync(my_turn, kTurn);
         issue_qk<Sh, Elem>(s, q_wg, sK + (it % kS) * kTileBytes);
@@ -702,7 +718,7 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
         wgmma_wait<1>();  // S of tile nb
         fence_operands(s);
         if (kSplitKV) release(empty_k, it);
-        if (nb + 1 == w.nb_hi) prefetch_q();
+        if (nb + 1 == w.nb_hi) prefetch_q(r);
         mask_tile<kBlockN>(s, p, w, f, nb);
         float corr[2];
         online_softmax<kBlockN>(s, m_run, l_run, sc, corr);
@@ -713,7 +729,35 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
         rescale_o<kD>(o, corr);
         pack_p<kBlockN, Elem>(s, a);
       }
-      wait_v(w.nb_hi - 1, it - 1);
+      // The last O += P V. When the next round's tile has keys and its Q rows are in flight
+      // (prefetch_q), its first S goes in the same turn: O is complete first (the products
+      // of a warpgroup finish in order), the rows are written while that S runs, and the
+      // next round starts from its second key tile.
+      TileWork nw;
+      const int next = r + 1 < rounds ? cta_tile(r + 1) : tiles;
+      const bool chain = next < tiles && q_index == next && find_tile<Sh>(p, m_blocks, next, nw) && nw.nb_lo < nw.nb_hi;
+      wait_v(w, w.nb_hi - 1, it - 1);
+      if (chain) {
+        cp_async_wait<0>();
+        fence_proxy_async();
+        bar_sync(q_bar, 128);  // the next tile's Q rows are in
+        wait_k(nw, nw.nb_lo, it);
+        float s[kBlockN / 2];
+        bar_sync(my_turn, kTurn);
+        issue_pv<Sh, Elem>(o, a, sV + ((it - 1) % kS) * kTileBytes);
+        issue_qk<Sh, Elem>(s, q_wg, sK + (it % kS) * kTileBytes);
+        bar_arrive(next_turn, kTurn);
+        wgmma_wait<1>();  // O += P V of the last key tile
+        fence_operands(o);
+        fence_operands(a);
+        release(kSplitKV ? empty_v : empty_k, it - 1);
+        write_rows<kD, Elem>(p, w, f, o, m_run, l_run, sc);
+        start_rows();
+        wgmma_wait<0>();  // the next tile's first S
+        first_softmax(s, nw, r + 1);
+        started = true;
+        continue;
+      }
       bar_sync(my_turn, kTurn);
       issue_pv<Sh, Elem>(o, a, sV + ((it - 1) % kS) * kTileBytes);
       bar_arrive(next_turn, kTurn);
