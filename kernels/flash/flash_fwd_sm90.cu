@@ -21,7 +21,9 @@
 //                   one CTA per SM walks query tiles (cta_tile), the producer running ahead
 //                   into the next tile's keys and each consumer warpgroup copying its next
 //                   Q rows while its last products run, so a tile's start and end cost no
-//                   idle SM. WICK_FLASH_SM90_PERSISTENT=0 starts one CTA per tile instead.
+//                   idle SM; above head size 128 the next tile's first S goes out beside
+//                   the last O += P V, and the rows are written while it runs.
+//                   WICK_FLASH_SM90_PERSISTENT=0 starts one CTA per tile instead.
 //   fwd_kernel      calls the copy engine cannot describe, and every call with
 //                   WICK_FLASH_SM90_TMA=0: every thread issues cp.async copies, one block
 //                   barrier per tile.
@@ -733,8 +735,8 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
       // (prefetch_q), its first S goes in the same turn: O is complete first (the products
       // of a warpgroup finish in order), the rows are written while that S runs, and the
       // next round starts from its second key tile. Only above head size 128 (kChainTiles):
-      // measured on the H200, d256 1.06-1.09x; d128 0.97-1.01x; d64 0.93-1.01x, where three
-      // consumer warpgroups of 160 registers spilled twice the bytes with it.
+      // measured on the H200, d256 1.03-1.09x, d192 1.02-1.04x; d128 0.97-1.01x; d64
+      // 0.93-1.01x, where three consumer warpgroups of 160 registers spilled twice the bytes.
       constexpr bool kChainTiles = kD > 128;
       TileWork nw;
       const int next = r + 1 < rounds ? cta_tile(r + 1) : tiles;

@@ -20,11 +20,11 @@ namespace wick::kernels::flash {
 // resident slots; else as many splits as keep the CTAs within one per SM, with at least
 // `min_tiles` key tiles per split. A split's CTA pays a fixed start (its Q tile, the first
 // K/V tile's latency) before its keys stream, so one with too few tiles does not pay for
-// itself: measured on the H200 (bench/RESULTS.md), 2 tiles per split when the forward kernel
-// merges the splits in place; 4, and none under 16 key tiles, when a separate combine kernel
-// has to run. (Those were measured with the two-pass merge; with today's one-pass merge, one
-// tile per split ran 7% faster at B = 1 ctx 512 at kernel level, not yet measured through
-// the op.) At most one CTA per SM, not one per resident slot: on the H200 (132 SMs, two
+// itself when a separate combine kernel has to run: there at least 4 tiles per split, and
+// none under 16 key tiles. When the forward kernel merges the splits in place (one pass,
+// merge_splits), one tile per split pays: on the H200 (bench/RESULTS.md) B = 1 ctx 512 went
+// from 4 splits of 2 tiles to 8 of 1, 9.34-9.40 -> 8.41 us per call through the op.
+// At most one CTA per SM, not one per resident slot: on the H200 (132 SMs, two
 // slots each) B = 1 ctx 32768 (8 CTAs before splitting) streams K/V at 3.03 TB/s with 16
 // splits, 2.55 with 12, 2.61 with 24 and 2.77 with 33; with the older two-pass merge, 17
 // splits (4 SMs running two) measured 2.53 against 2.82 for 16, and B = 8 ctx 4096 (64 CTAs)
