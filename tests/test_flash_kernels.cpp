@@ -637,6 +637,15 @@ TEST_CASE("flash kernels: more query tiles than SMs (persistent CTAs walk severa
     c.name = "80 sequences, d128, sq != sk, window 50/10";
     c.page = 0, c.wl = 50, c.wr = 10;
     cases.push_back(c);
+    // Above head size 128 a tile's first S is issued beside the last product of the CTA's
+    // tile before: the same shapes there, with tiles that see no keys (rows before the
+    // first key when sq > sk) between tiles that do.
+    c.name = "80 sequences, d256, sq != sk, window 50/10";
+    c.hs = 256;
+    cases.push_back(c);
+    c.name = "80 sequences, d192 f16, sq != sk, paged 64, causal";
+    c.hs = 192, c.dtype = FlashDType::F16, c.wl = c.wr = -1, c.page = 64, c.causal = true;
+    cases.push_back(c);
   }
   for (const Case& c : cases) check_case(c);
 }
