@@ -182,12 +182,13 @@ struct Fragment {
 //    and committed; the caller waits.
 template <class Sh, class Elem>
 __device__ __forceinline__ void issue_qk(float (&s)[Sh::kBlockN / 2], uint32_t q_wg, uint32_t k_s) {
+  const uint64_t dq = make_desc(q_wg, 16, 1024), dk = make_desc(k_s, 16, 1024);
   wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < Sh::kD / 16; ++ks) {
     const uint32_t panel = (ks / 4), step = (ks % 4) * 32;
-    wgmma_ss<Sh::kBlockN, Elem>(s, make_desc(q_wg + panel * (Sh::kBlockM * 128) + step, 16, 1024),
-                                make_desc(k_s + panel * (Sh::kBlockN * 128) + step, 16, 1024), ks > 0);
+    wgmma_ss<Sh::kBlockN, Elem>(s, desc_step(dq, panel * (Sh::kBlockM * 128) + step),
+                                desc_step(dk, panel * (Sh::kBlockN * 128) + step), ks > 0);
   }
   wgmma_commit();
 }
@@ -268,6 +269,7 @@ template <class Sh, class Elem>
 __device__ __forceinline__ void issue_pv(float (&o)[Sh::kD / 2], uint32_t (&a)[Sh::kBlockN / 16][4], uint32_t v_s) {
   constexpr int kN = Sh::kD % 128 == 0 ? 128 : 64;  // O channels per product (D = 64: one of 64)
   constexpr uint32_t kPanelBytes = Sh::kBlockN * 128;
+  const uint64_t dv = make_desc(v_s, kPanelBytes, 1024);
   fence_operands(o);  // the rescale of O and the packing of P stay above the fence
   fence_operands(a);
   wgmma_fence();
@@ -276,7 +278,7 @@ __device__ __forceinline__ void issue_pv(float (&o)[Sh::kD / 2], uint32_t (&a)[S
 #pragma unroll
     for (int part = 0; part < Sh::kD / kN; ++part)
       wgmma_rs<kN, Elem>(*reinterpret_cast<float(*)[kN / 2]>(&o[part * kN / 2]), a[kk],
-                         make_desc(v_s + part * (kN / 64) * kPanelBytes + kk * 16 * 128, kPanelBytes, 1024), 1);
+                         desc_step(dv, part * (kN / 64) * kPanelBytes + kk * 16 * 128), 1);
   wgmma_commit();
 }
 

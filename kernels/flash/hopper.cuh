@@ -51,6 +51,12 @@ __device__ __forceinline__ uint64_t make_desc(uint32_t addr, uint32_t leading, u
          (static_cast<uint64_t>((stride & 0x3FFFF) >> 4) << 32) | (1ull << 62);
 }
 
+// The descriptor of the operand `bytes` further on (a multiple of 16): the address field is
+// the low 14 bits of the descriptor and shared-memory addresses stay below 2^18, so adding to
+// the descriptor never carries out of that field. One add per product instead of rebuilding
+// the descriptor.
+__device__ __forceinline__ uint64_t desc_step(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int kPending>
