@@ -185,16 +185,18 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const FlashBwdParams b
 
     // 1. S^T = K_w Q^T, dP^T = V_w dO^T
     float st[kBlockM / 2], dpt[kBlockM / 2];
+    const uint64_t d_k = make_desc(k_wg, 16, 1024), d_v = make_desc(v_wg, 16, 1024);
+    const uint64_t d_q = make_desc(sQ(j), 16, 1024), d_do = make_desc(sdO(j), 16, 1024);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
       const uint32_t at = (ks / 4) * kKPanel + (ks % 4) * 32, aq = (ks / 4) * kQPanel + (ks % 4) * 32;
-      wgmma_ss<kBlockM, Elem>(st, make_desc(k_wg + at, 16, 1024), make_desc(sQ(j) + aq, 16, 1024), ks > 0);
+      wgmma_ss<kBlockM, Elem>(st, desc_step(d_k, at), desc_step(d_q, aq), ks > 0);
     }
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
       const uint32_t at = (ks / 4) * kKPanel + (ks % 4) * 32, aq = (ks / 4) * kQPanel + (ks % 4) * 32;
-      wgmma_ss<kBlockM, Elem>(dpt, make_desc(v_wg + at, 16, 1024), make_desc(sdO(j) + aq, 16, 1024), ks > 0);
+      wgmma_ss<kBlockM, Elem>(dpt, desc_step(d_v, at), desc_step(d_do, aq), ks > 0);
     }
     wgmma_commit();
     wgmma_wait<0>();
@@ -225,12 +227,11 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const FlashBwdParams b
     fence_operands(ap);
     fence_operands(as);
     wgmma_fence();
+    const uint64_t d_do_t = make_desc(sdO(j), kQPanel, 1024), d_q_t = make_desc(sQ(j), kQPanel, 1024);
 #pragma unroll
-    for (int kk = 0; kk < kSteps; ++kk)
-      wgmma_rs<D, Elem>(dv, ap[kk], make_desc(sdO(j) + kk * 16 * 128, kQPanel, 1024), 1);
+    for (int kk = 0; kk < kSteps; ++kk) wgmma_rs<D, Elem>(dv, ap[kk], desc_step(d_do_t, kk * 16 * 128), 1);
 #pragma unroll
-    for (int kk = 0; kk < kSteps; ++kk)
-      wgmma_rs<D, Elem>(dk, as[kk], make_desc(sQ(j) + kk * 16 * 128, kQPanel, 1024), 1);
+    for (int kk = 0; kk < kSteps; ++kk) wgmma_rs<D, Elem>(dk, as[kk], desc_step(d_q_t, kk * 16 * 128), 1);
     wgmma_commit();
     wgmma_wait<0>();
     fence_operands(dv);
@@ -257,11 +258,12 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const FlashBwdParams b
     {
       constexpr uint32_t kDsPanel = kBlockN * 128;  // bytes between dS^T's 64-query panels
       float dq[32];
+      const uint64_t d_ds = make_desc(sdS + (rows0 / 64) * kDsPanel, kDsPanel, 1024);
+      const uint64_t d_kt = make_desc(sK + panel * kKPanel, kKPanel, 1024);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kBlockN / 16; ++kk)
-        wgmma_ss<64, Elem, true>(dq, make_desc(sdS + (rows0 / 64) * kDsPanel + kk * 16 * 128, kDsPanel, 1024),
-                                 make_desc(sK + panel * kKPanel + kk * 16 * 128, kKPanel, 1024), kk > 0);
+        wgmma_ss<64, Elem, true>(dq, desc_step(d_ds, kk * 16 * 128), desc_step(d_kt, kk * 16 * 128), kk > 0);
       wgmma_commit();
       wgmma_wait<0>();
       fence_operands(dq);
