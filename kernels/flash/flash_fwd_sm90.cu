@@ -56,6 +56,7 @@
 #include "kernels/flash/flash_instances.h"
 #include "kernels/flash/flash_mma.cuh"
 #include "kernels/flash/hopper.cuh"
+#include "kernels/flash/tile_order.h"
 #include "kernels/flash/tma_map.h"
 #include "kernels/smem_limit.h"
 #include "tensor/cuda_check.h"
@@ -133,23 +134,22 @@ __device__ __forceinline__ void load_swizzled(uint32_t dst, const Elem* rows, in
   }
 }
 
-// 0. The CTA's work: (query tile, head, sequence), heads fastest, then sequences, then query
-//    tiles from the last (under a causal mask the longest) to the first, so long CTAs start
-//    first; and the key tiles [nb_lo, nb_hi) any of its rows can see (contract.h), so wholly
-//    masked key tiles are never loaded.
+// 0. The CTA's work: (query tile, head, sequence), in the order of tile_order.h, and the
+//    key tiles [nb_lo, nb_hi) any of its rows can see (contract.h), so wholly masked key
+//    tiles are never loaded.
 struct TileWork {
   int h, b, hk, r0, r_end, off, nb_lo, nb_hi;
   SeqBounds sb;
   Range<int> unmasked;  // keys every row of the tile sees: tiles inside need no mask
 };
 template <class Sh>
-__device__ __forceinline__ bool find_tile(const FlashFwdParams& p, int m_blocks, int index, TileWork& w) {
+__device__ __forceinline__ bool find_tile(const FlashFwdParams& p, TileOrder order, int index, TileWork& w) {
   constexpr int kBlockM = Sh::kBlockM, kBlockN = Sh::kBlockN;
-  w.h = index % p.num_heads;
-  const int rest = index / p.num_heads;
-  w.b = rest % p.batch;
+  const TileSlot slot = tile_slot(order, p.num_heads * p.batch, index);
+  w.h = slot.column % p.num_heads;
+  w.b = slot.column / p.num_heads;
   w.sb = seq_bounds(p, w.b);
-  w.r0 = (m_blocks - 1 - rest / p.batch) * kBlockM;
+  w.r0 = slot.m_block * kBlockM;
   if (w.r0 >= w.sb.sq) return false;
   w.r_end = min(w.sb.sq, w.r0 + kBlockM);
   w.hk = kv_head(p, w.h);
@@ -164,8 +164,9 @@ __device__ __forceinline__ bool find_tile(const FlashFwdParams& p, int m_blocks,
 
 // The tile of round r of a persistent CTA: rounds of gridDim.x tiles, walked forwards in
 // even rounds and backwards in odd ones. Tiles come longest first under a causal mask
-// (find_tile), so each CTA's long and short tiles pair up and the CTAs finish together;
-// striding by gridDim.x instead left the CTAs of the first columns up to 13% more work.
+// (within a section, tile_order.h), so each CTA's long and short tiles pair up and the
+// CTAs finish together; striding by gridDim.x instead left the CTAs of the first columns
+// up to 13% more work.
 __device__ __forceinline__ int cta_tile(int r) {
   const int g = static_cast<int>(gridDim.x), c = static_cast<int>(blockIdx.x);
   return r * g + ((r & 1) ? g - 1 - c : c);
@@ -309,7 +310,7 @@ __device__ __forceinline__ void write_rows(const FlashFwdParams& p, const TileWo
 // paged K/V (kPaged, through p.block_table), and unpaged calls the copy engine cannot
 // describe. Separate instances, so the unpaged loads keep their registers and schedule.
 template <class Sh, class Elem, bool kPaged>
-__global__ void __launch_bounds__(Sh::kThreads, 1) fwd_kernel(const FlashFwdParams p, int m_blocks) {
+__global__ void __launch_bounds__(Sh::kThreads, 1) fwd_kernel(const FlashFwdParams p, TileOrder order) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kD = Sh::kD, kBlockN = Sh::kBlockN, kS = Sh::template kStages<kPaged>;
   constexpr int kBlockM = Sh::kBlockM, kThreads = Sh::kThreads;
@@ -320,7 +321,7 @@ __global__ void __launch_bounds__(Sh::kThreads, 1) fwd_kernel(const FlashFwdPara
     return;
   }
   TileWork w;
-  if (!find_tile<Sh>(p, m_blocks, static_cast<int>(blockIdx.x), w)) return;
+  if (!find_tile<Sh>(p, order, static_cast<int>(blockIdx.x), w)) return;
   const int b = w.b, nb_lo = w.nb_lo, nb_hi = w.nb_hi;
   const SeqBounds& sb = w.sb;
 
@@ -470,7 +471,7 @@ __device__ __forceinline__ void st_shared_zero16(uint32_t addr) {
 // runs while its own and the other warpgroups' products do.
 template <class Sh, class Elem, bool kPaged>
 __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
-    fwd_kernel_tma(const FlashFwdParams p, int m_blocks, int tiles, int piece_shift,
+    fwd_kernel_tma(const FlashFwdParams p, TileOrder order, int tiles, int piece_shift,
                    const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kD = Sh::kD, kBlockN = Sh::kBlockN, kBlockM = Sh::kBlockM, kThreads = Sh::kThreads;
@@ -527,7 +528,7 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
     for (int r = 0; r < rounds; ++r) {
       const int index = cta_tile(r);
       TileWork w;
-      if (index >= tiles || !find_tile<Sh>(p, m_blocks, index, w)) continue;
+      if (index >= tiles || !find_tile<Sh>(p, order, index, w)) continue;
       auto pieces = [&](int nb) {
         return min(kBlockN >> piece_shift, (w.sb.sk - nb * kBlockN + piece - 1) >> piece_shift);
       };
@@ -619,7 +620,7 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
   auto next_with_keys = [&](int r, TileWork& nw) {
     for (++r; r < rounds; ++r) {
       const int index = cta_tile(r);
-      if (index < tiles && find_tile<Sh>(p, m_blocks, index, nw) && nw.nb_lo < nw.nb_hi) return index;
+      if (index < tiles && find_tile<Sh>(p, order, index, nw) && nw.nb_lo < nw.nb_hi) return index;
     }
     return -1;
   };
@@ -691,7 +692,7 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
   for (int r = 0; r < rounds; ++r) {
     const int index = cta_tile(r);
     TileWork w;
-    if (index >= tiles || !find_tile<Sh>(p, m_blocks, index, w)) continue;
+    if (index >= tiles || !find_tile<Sh>(p, order, index, w)) continue;
     const Fragment f{w.r0 + 64 * wg + 16 * (warp % 4) + lane / 4, lane % 4};
     if (!started) start_rows();
     if (w.nb_lo < w.nb_hi) {
@@ -742,7 +743,7 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
       constexpr bool kChainTiles = kD > 128;
       TileWork nw;
       const int next = r + 1 < rounds ? cta_tile(r + 1) : tiles;
-      const bool chain = kChainTiles && next < tiles && q_index == next && find_tile<Sh>(p, m_blocks, next, nw) &&
+      const bool chain = kChainTiles && next < tiles && q_index == next && find_tile<Sh>(p, order, next, nw) &&
                          nw.nb_lo < nw.nb_hi;
       wait_v(w, w.nb_hi - 1, it - 1);
       if (chain) {
@@ -843,12 +844,25 @@ int sm_count() {
   return sms;
 }
 
-// The grid of an instance: (query tile, head, sequence) CTAs, and the number of query tiles.
+// The grid of an instance, one CTA per (query tile, head, sequence), and the tiles' order:
+// sections of columns whose K/V (all keys of the longest sequence) fit in kL2Budget bytes
+// together. In one section of every column, each wave of the GPU read as many heads' K/V
+// as it ran columns, and at 1k tokens a head's K/V had left L2 before its next query tile
+// came. WICK_FLASH_L2_MB overrides the budget (0: one section), for measuring.
+constexpr int64_t kL2Budget = int64_t{24} << 20;
 template <class Sh>
-bool grid_of(const FlashFwdParams& p, dim3& grid, int& m_blocks) {
+bool grid_of(const FlashFwdParams& p, dim3& grid, TileOrder& order) {
   const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
-  m_blocks = (max_sq + Sh::kBlockM - 1) / Sh::kBlockM;
-  const int64_t ctas = static_cast<int64_t>(m_blocks) * p.batch * p.num_heads;
+  const int max_sk = p.cu_seqlens_k ? p.max_seqlen_k : p.seqlen_k;
+  static const int64_t budget = [] {
+    const char* mb = std::getenv("WICK_FLASH_L2_MB");
+    return mb ? int64_t{std::atoi(mb)} << 20 : kL2Budget;
+  }();
+  const int64_t columns = static_cast<int64_t>(p.batch) * p.num_heads;
+  const int64_t kv_bytes = int64_t{4} * max_sk * p.head_size;  // K and V, 2 bytes an element
+  order = tile_order((max_sq + Sh::kBlockM - 1) / Sh::kBlockM, columns, p.num_heads / p.num_heads_k, kv_bytes,
+                     budget);
+  const int64_t ctas = static_cast<int64_t>(order.m_blocks) * columns;
   grid = dim3(static_cast<unsigned>(ctas));
   return ctas > 0;
 }
@@ -862,8 +876,8 @@ bool launch_tma(const FlashFwdParams& p, cudaStream_t st) {
   CUtensorMap map_k, map_v;
   if (!make_kv_maps<Sh>(p, piece_shift, map_k, map_v)) return false;
   dim3 grid;
-  int m_blocks = 0;
-  if (!grid_of<Sh>(p, grid, m_blocks)) return true;
+  TileOrder order;
+  if (!grid_of<Sh>(p, grid, order)) return true;
   auto kernel = fwd_kernel_tma<Sh, Elem, kPaged>;
   constexpr int smem = Sh::template kSmem<false>;
   static bool smem_set[kSmemLimitDevices] = {};
@@ -874,7 +888,7 @@ bool launch_tma(const FlashFwdParams& p, cudaStream_t st) {
   const int tiles = static_cast<int>(grid.x);
   static const bool persistent = not_switched_off("WICK_FLASH_SM90_PERSISTENT");
   if (persistent) grid.x = static_cast<unsigned>(std::min(tiles, sm_count()));
-  WICK_CUDA_CHECK(launch_programmatic(kernel, grid, dim3(Sh::kThreads + 128), smem, st, p, m_blocks, tiles,
+  WICK_CUDA_CHECK(launch_programmatic(kernel, grid, dim3(Sh::kThreads + 128), smem, st, p, order, tiles,
                                       piece_shift, map_k, map_v));
   return true;
 }
@@ -894,14 +908,14 @@ void launch(const FlashFwdParams& p, cudaStream_t st) {
     if (launch_tma<Shape<D>, Elem, kPaged>(p, st)) return;
   }
   dim3 grid;
-  int m_blocks = 0;
+  TileOrder order;
   using ShC = Shape<D>;
-  if (!grid_of<ShC>(p, grid, m_blocks)) return;
+  if (!grid_of<ShC>(p, grid, order)) return;
   auto kernel = fwd_kernel<ShC, Elem, kPaged>;
   constexpr int smem = ShC::template kSmem<kPaged>;
   static bool smem_set[kSmemLimitDevices] = {};
   raise_smem_limit_once(kernel, smem, smem_set);
-  WICK_CUDA_CHECK(launch_programmatic(kernel, grid, dim3(ShC::kThreads), smem, st, p, m_blocks));
+  WICK_CUDA_CHECK(launch_programmatic(kernel, grid, dim3(ShC::kThreads), smem, st, p, order));
 }
 
 }  // namespace
