@@ -49,6 +49,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 
@@ -844,27 +845,32 @@ int sm_count() {
   return sms;
 }
 
-// The grid of an instance, one CTA per (query tile, head, sequence), and the tiles' order:
-// sections of columns whose K/V (all keys of the longest sequence) fit in kL2Budget bytes
-// together. In one section of every column, each wave of the GPU read as many heads' K/V
-// as it ran columns, and at 1k tokens a head's K/V had left L2 before its next query tile
-// came. WICK_FLASH_L2_MB overrides the budget (0: one section), for measuring.
+// The grid of an instance, one CTA per (query tile, head, sequence) or at most max_ctas
+// persistent ones, and the tiles' order (tile_order.h): sections of columns whose K/V (all
+// keys of the longest sequence) fit in kL2Budget bytes together. In one section of every
+// column, each wave of the GPU read as many heads' K/V as it ran columns, and at 1k tokens
+// a head's K/V had left L2 before its next query tile came. Under a causal mask (a window
+// open to the left, bounded on the right) tiles pair up long with short.
+// WICK_FLASH_L2_MB overrides the budget (0: one section), for measuring.
 constexpr int64_t kL2Budget = int64_t{24} << 20;
 template <class Sh>
-bool grid_of(const FlashFwdParams& p, dim3& grid, TileOrder& order) {
+bool grid_of(const FlashFwdParams& p, int max_ctas, dim3& grid, TileOrder& order) {
   const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
   const int max_sk = p.cu_seqlens_k ? p.max_seqlen_k : p.seqlen_k;
   static const int64_t budget = [] {
     const char* mb = std::getenv("WICK_FLASH_L2_MB");
     return mb ? int64_t{std::atoi(mb)} << 20 : kL2Budget;
   }();
+  const int m_blocks = (max_sq + Sh::kBlockM - 1) / Sh::kBlockM;
   const int64_t columns = static_cast<int64_t>(p.batch) * p.num_heads;
+  const int64_t tiles = m_blocks * columns;
+  if (tiles <= 0) return false;
+  const int ctas = static_cast<int>(std::min<int64_t>(tiles, max_ctas));
   const int64_t kv_bytes = int64_t{4} * max_sk * p.head_size;  // K and V, 2 bytes an element
-  order = tile_order((max_sq + Sh::kBlockM - 1) / Sh::kBlockM, columns, p.num_heads / p.num_heads_k, kv_bytes,
-                     budget);
-  const int64_t ctas = static_cast<int64_t>(order.m_blocks) * columns;
+  const bool causal = p.window_right >= 0 && p.window_left >= max_sk;
+  order = tile_order(m_blocks, columns, p.num_heads / p.num_heads_k, kv_bytes, budget, causal, ctas);
   grid = dim3(static_cast<unsigned>(ctas));
-  return ctas > 0;
+  return true;
 }
 
 // The copy-engine kernel of shape Sh; false (nothing launched) when the copy engine cannot
@@ -875,19 +881,18 @@ bool launch_tma(const FlashFwdParams& p, cudaStream_t st) {
   const int piece_shift = paged_piece_shift<Sh>(p);
   CUtensorMap map_k, map_v;
   if (!make_kv_maps<Sh>(p, piece_shift, map_k, map_v)) return false;
+  // Persistent: one CTA per SM (the kernel's shared memory allows no second) walks the
+  // tiles; with WICK_FLASH_SM90_PERSISTENT=0 one CTA per tile. On the H200 the walk measured
+  // 0.98-1.14x the per-tile launch (geometric mean 1.02x over flash_bench's A, B, C).
+  static const bool persistent = not_switched_off("WICK_FLASH_SM90_PERSISTENT");
   dim3 grid;
   TileOrder order;
-  if (!grid_of<Sh>(p, grid, order)) return true;
+  if (!grid_of<Sh>(p, persistent ? sm_count() : INT_MAX, grid, order)) return true;
   auto kernel = fwd_kernel_tma<Sh, Elem, kPaged>;
   constexpr int smem = Sh::template kSmem<false>;
   static bool smem_set[kSmemLimitDevices] = {};
   raise_smem_limit_once(kernel, smem, smem_set);
-  // Persistent: one CTA per SM (the kernel's shared memory allows no second) walks the
-  // tiles; with WICK_FLASH_SM90_PERSISTENT=0 one CTA per tile. On the H200 the walk measured
-  // 0.98-1.14x the per-tile launch (geometric mean 1.02x over flash_bench's A, B, C).
-  const int tiles = static_cast<int>(grid.x);
-  static const bool persistent = not_switched_off("WICK_FLASH_SM90_PERSISTENT");
-  if (persistent) grid.x = static_cast<unsigned>(std::min(tiles, sm_count()));
+  const int tiles = order.m_blocks * p.batch * p.num_heads;
   WICK_CUDA_CHECK(launch_programmatic(kernel, grid, dim3(Sh::kThreads + 128), smem, st, p, order, tiles,
                                       piece_shift, map_k, map_v));
   return true;
@@ -910,7 +915,7 @@ void launch(const FlashFwdParams& p, cudaStream_t st) {
   dim3 grid;
   TileOrder order;
   using ShC = Shape<D>;
-  if (!grid_of<ShC>(p, grid, order)) return;
+  if (!grid_of<ShC>(p, INT_MAX, grid, order)) return;
   auto kernel = fwd_kernel<ShC, Elem, kPaged>;
   constexpr int smem = ShC::template kSmem<kPaged>;
   static bool smem_set[kSmemLimitDevices] = {};
