@@ -846,13 +846,14 @@ int sm_count() {
 }
 
 // The grid of an instance, one CTA per (query tile, head, sequence) or at most max_ctas
-// persistent ones, and the tiles' order (tile_order.h): sections of columns whose K/V (all
-// keys of the longest sequence) fit in kL2Budget bytes together. In one section of every
-// column, each wave of the GPU read as many heads' K/V as it ran columns, and at 1k tokens
-// a head's K/V had left L2 before its next query tile came. Under a causal mask (a window
-// open to the left, bounded on the right) tiles pair up long with short.
-// WICK_FLASH_L2_MB overrides the budget (0: one section), for measuring.
-constexpr int64_t kL2Budget = int64_t{24} << 20;
+// persistent ones, and the tiles' order (tile_order.h). Without a causal mask (or any
+// window bounded on the right) the columns come in sections whose K/V (all keys of the
+// longest sequence) fit in kL2Budget bytes: in one section of every column, each wave of
+// the GPU read as many heads' K/V as it ran columns, and at 1k tokens a head's K/V had left
+// L2 before its next query tile came. Sections measured 1.04-1.31x on the H200 there
+// (bench/RESULTS.md); under a causal mask they measured 0.67-1.34x depending on the shape,
+// so causal calls keep one section. WICK_FLASH_L2_MB overrides the budget (0: one section).
+constexpr int64_t kL2Budget = int64_t{16} << 20;
 template <class Sh>
 bool grid_of(const FlashFwdParams& p, int max_ctas, dim3& grid, TileOrder& order) {
   const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
@@ -867,8 +868,8 @@ bool grid_of(const FlashFwdParams& p, int max_ctas, dim3& grid, TileOrder& order
   if (tiles <= 0) return false;
   const int ctas = static_cast<int>(std::min<int64_t>(tiles, max_ctas));
   const int64_t kv_bytes = int64_t{4} * max_sk * p.head_size;  // K and V, 2 bytes an element
-  const bool causal = p.window_right >= 0 && p.window_left >= max_sk;
-  order = tile_order(m_blocks, columns, p.num_heads / p.num_heads_k, kv_bytes, budget, causal, ctas);
+  const bool right_bounded = p.window_right >= 0;
+  order = tile_order(m_blocks, columns, p.num_heads / p.num_heads_k, kv_bytes, right_bounded ? 0 : budget);
   grid = dim3(static_cast<unsigned>(ctas));
   return true;
 }
