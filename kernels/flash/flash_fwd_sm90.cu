@@ -852,15 +852,16 @@ int sm_count() {
 // the GPU read as many heads' K/V as it ran columns, and at 1k tokens a head's K/V had left
 // L2 before its next query tile came. Sections measured 1.04-1.31x on the H200 there
 // (bench/RESULTS.md); under a causal mask they measured 0.67-1.34x depending on the shape,
-// so causal calls keep one section. WICK_FLASH_L2_MB overrides the budget (0: one section).
+// so causal calls keep one section. For measuring, WICK_FLASH_L2_MB sets the budget of every
+// call, causal ones included (0: one section).
 constexpr int64_t kL2Budget = int64_t{16} << 20;
 template <class Sh>
 bool grid_of(const FlashFwdParams& p, int max_ctas, dim3& grid, TileOrder& order) {
   const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
   const int max_sk = p.cu_seqlens_k ? p.max_seqlen_k : p.seqlen_k;
-  static const int64_t budget = [] {
+  static const int64_t forced = [] {  // -1: not set
     const char* mb = std::getenv("WICK_FLASH_L2_MB");
-    return mb ? int64_t{std::atoi(mb)} << 20 : kL2Budget;
+    return mb ? int64_t{std::max(std::atoi(mb), 0)} << 20 : int64_t{-1};
   }();
   const int m_blocks = (max_sq + Sh::kBlockM - 1) / Sh::kBlockM;
   const int64_t columns = static_cast<int64_t>(p.batch) * p.num_heads;
@@ -869,7 +870,8 @@ bool grid_of(const FlashFwdParams& p, int max_ctas, dim3& grid, TileOrder& order
   const int ctas = static_cast<int>(std::min<int64_t>(tiles, max_ctas));
   const int64_t kv_bytes = int64_t{4} * max_sk * p.head_size;  // K and V, 2 bytes an element
   const bool right_bounded = p.window_right >= 0;
-  order = tile_order(m_blocks, columns, p.num_heads / p.num_heads_k, kv_bytes, right_bounded ? 0 : budget);
+  const int64_t budget = forced >= 0 ? forced : right_bounded ? 0 : kL2Budget;
+  order = tile_order(m_blocks, columns, p.num_heads / p.num_heads_k, kv_bytes, budget);
   grid = dim3(static_cast<unsigned>(ctas));
   return true;
 }
