@@ -851,8 +851,8 @@ int sm_count() {
 // longest sequence) fit in kL2Budget bytes: in one section of every column, each wave of
 // the GPU read as many heads' K/V as it ran columns, and at 1k tokens a head's K/V had left
 // L2 before its next query tile came. Sections measured 1.04-1.31x on the H200 there
-// (bench/RESULTS.md); under a causal mask they measured 0.67-1.34x depending on the shape,
-// so causal calls keep one section. For measuring, WICK_FLASH_L2_MB sets the budget of every
+// (bench/RESULTS.md); under a causal mask they measured 0.67-1.34x depending on the shape
+// (their tiles fell unevenly on the persistent CTAs), so causal calls keep one section. For measuring, WICK_FLASH_L2_MB sets the budget of every
 // call, causal ones included (0: one section).
 constexpr int64_t kL2Budget = int64_t{16} << 20;
 template <class Sh>
