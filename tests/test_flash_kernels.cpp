@@ -654,6 +654,10 @@ TEST_CASE("flash kernels: more query tiles than SMs (persistent CTAs walk severa
     c.sk = lengths(case_rng(), 3, 6144, 8192);
     c.nh = c.nhk = 6;
     cases.push_back(c);
+    // The same under a causal mask: long tiles paired with short ones across sections.
+    c.name = "3 sequences, d128, sk 6k-8k, 6 heads, L2 sections, causal";
+    c.causal = true;
+    cases.push_back(c);
   }
   for (const Case& c : cases) check_case(c);
 }

@@ -846,14 +846,14 @@ int sm_count() {
 }
 
 // The grid of an instance, one CTA per (query tile, head, sequence) or at most max_ctas
-// persistent ones, and the tiles' order (tile_order.h). Without a causal mask (or any
-// window bounded on the right) the columns come in sections whose K/V (all keys of the
-// longest sequence) fit in kL2Budget bytes: in one section of every column, each wave of
-// the GPU read as many heads' K/V as it ran columns, and at 1k tokens a head's K/V had left
-// L2 before its next query tile came. Sections measured 1.04-1.31x on the H200 there
-// (bench/RESULTS.md); under a causal mask they measured 0.67-1.34x depending on the shape
-// (their tiles fell unevenly on the persistent CTAs), so causal calls keep one section. For measuring, WICK_FLASH_L2_MB sets the budget of every
-// call, causal ones included (0: one section).
+// persistent ones, and the tiles' order (tile_order.h): sections of columns whose K/V (all
+// keys of the longest sequence) fit in kL2Budget bytes. In one section of every column,
+// each wave of the GPU read as many heads' K/V as it ran columns, and at 1k tokens a head's
+// K/V had left L2 before its next query tile came; sections measured 1.04-1.31x without a
+// causal mask on the H200 (bench/RESULTS.md). Under a causal mask (a window bounded on the
+// right, open on the left) tiles pair long with short, so each persistent CTA gets the
+// same work; a window bounded on both sides keeps one section. For measuring,
+// WICK_FLASH_L2_MB sets the budget of every call (0: one section).
 constexpr int64_t kL2Budget = int64_t{16} << 20;
 template <class Sh>
 bool grid_of(const FlashFwdParams& p, int max_ctas, dim3& grid, TileOrder& order) {
@@ -869,9 +869,11 @@ bool grid_of(const FlashFwdParams& p, int max_ctas, dim3& grid, TileOrder& order
   if (tiles <= 0) return false;
   const int ctas = static_cast<int>(std::min<int64_t>(tiles, max_ctas));
   const int64_t kv_bytes = int64_t{4} * max_sk * p.head_size;  // K and V, 2 bytes an element
+  // causal arrives as window_left = max_seqlen_k (the plan) or -1 (callers of the kernels)
   const bool right_bounded = p.window_right >= 0;
-  const int64_t budget = forced >= 0 ? forced : right_bounded ? 0 : kL2Budget;
-  order = tile_order(m_blocks, columns, p.num_heads / p.num_heads_k, kv_bytes, budget);
+  const bool causal = right_bounded && (p.window_left < 0 || p.window_left >= max_sk);
+  const int64_t budget = forced >= 0 ? forced : right_bounded && !causal ? 0 : kL2Budget;
+  order = tile_order(m_blocks, columns, p.num_heads / p.num_heads_k, kv_bytes, budget, causal, ctas);
   grid = dim3(static_cast<unsigned>(ctas));
   return true;
 }
