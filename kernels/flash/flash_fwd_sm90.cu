@@ -245,8 +245,12 @@ __device__ __forceinline__ void online_softmax(float (&s)[kBlockN / 2], float (&
     l_run[i] = l_run[i] * corr[i] + sum;
   }
 }
+// Above head size 128, only when some row of the warp has a new maximum (corr != 1):
+// multiplying by exactly 1 changes nothing, and after the first key tiles most tiles raise
+// no row's maximum.
 template <int D>
 __device__ __forceinline__ void rescale_o(float (&o)[D / 2], const float (&corr)[2]) {
+  if (D > 128 && !__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) return;
 #pragma unroll
   for (int j = 0; j < D / 8; ++j)
 #pragma unroll
