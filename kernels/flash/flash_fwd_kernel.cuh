@@ -434,7 +434,9 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
               }
           }
       }
-      // b, c. online softmax on the rows this thread holds
+      // b, c. online softmax on the rows this thread holds; then O's rows are rescaled, in
+      //    a loop of their own
+      float corr[kMT][2];
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
@@ -446,7 +448,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
           const float m_new = fmaxf(m_run[mt][rr], mx);
           const float ms = m_new == -INFINITY ? 0.f : m_new * sc;
-          const float corr = m_run[mt][rr] == -INFINITY ? 0.f : fast_exp2(m_run[mt][rr] * sc - ms);
+          corr[mt][rr] = m_run[mt][rr] == -INFINITY ? 0.f : fast_exp2(m_run[mt][rr] * sc - ms);
           m_run[mt][rr] = m_new;
           float sum = 0.f;
 #pragma unroll
@@ -458,14 +460,15 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
               sum += pe;
             }
           }
-          l_run[mt][rr] = l_run[mt][rr] * corr + sum;
-#pragma unroll
-          for (int d = 0; d < kDV / 8; ++d) {
-            o[mt][d][2 * rr] *= corr;
-            o[mt][d][2 * rr + 1] *= corr;
-          }
+          l_run[mt][rr] = l_run[mt][rr] * corr[mt][rr] + sum;
         }
       }
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int d = 0; d < kDV / 8; ++d)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[mt][d][e] *= corr[mt][e / 2];
       // d. O += P V, P re-packed from the S accumulators into A fragments; each V fragment
       //    feeds kMT mmas
 #pragma unroll

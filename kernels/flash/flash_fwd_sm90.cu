@@ -179,6 +179,12 @@ __device__ __forceinline__ int cta_tile(int r) {
 struct Fragment {
   int row_lo, t;
 };
+// This consumer thread's Fragment of tile w: warpgroup warp / 4 holds rows 64 (warp / 4) ..,
+// each of its warps 16 of them.
+__device__ __forceinline__ Fragment fragment_of(const TileWork& w) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  return Fragment{w.r0 + 64 * (warp / 4) + 16 * (warp % 4) + lane / 4, lane % 4};
+}
 
 // a. S = Q K^T for this warpgroup's 64 rows (q_wg: its rows of the swizzled Q tile), issued
 //    and committed; the caller waits.
@@ -245,8 +251,12 @@ __device__ __forceinline__ void online_softmax(float (&s)[kBlockN / 2], float (&
     l_run[i] = l_run[i] * corr[i] + sum;
   }
 }
+// Above head size 128, only when some row of the warp has a new maximum (corr != 1):
+// multiplying by exactly 1 changes nothing, and after the first key tiles most tiles raise
+// no row's maximum.
 template <int D>
 __device__ __forceinline__ void rescale_o(float (&o)[D / 2], const float (&corr)[2]) {
+  if (D > 128 && !__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) return;
 #pragma unroll
   for (int j = 0; j < D / 8; ++j)
 #pragma unroll
@@ -326,9 +336,9 @@ __global__ void __launch_bounds__(Sh::kThreads, 1) fwd_kernel(const FlashFwdPara
   const int b = w.b, nb_lo = w.nb_lo, nb_hi = w.nb_hi;
   const SeqBounds& sb = w.sb;
 
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int tid = threadIdx.x, warp = tid / 32;
   const int wg = warp / 4;
-  const Fragment f{w.r0 + 64 * wg + 16 * (warp % 4) + lane / 4, lane % 4};
+  const Fragment f = fragment_of(w);
   const uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;  // swizzled panels: 1024-byte aligned
   const uint32_t sQ = base, sK = base + Sh::kQBytes, sV = sK + kS * kTileBytes;
 
@@ -680,7 +690,7 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
     fence_operands(s);
     if (kSplitKV) release(empty_k, it);
     if (w.nb_lo + 1 == w.nb_hi) prefetch_q(r);
-    mask_tile<kBlockN>(s, p, w, Fragment{w.r0 + 64 * wg + 16 * (warp % 4) + lane / 4, lane % 4}, w.nb_lo);
+    mask_tile<kBlockN>(s, p, w, fragment_of(w), w.nb_lo);
     float corr[2];
     online_softmax<kBlockN>(s, m_run, l_run, sc, corr);
     pack_p<kBlockN, Elem>(s, a);
@@ -694,7 +704,7 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
     const int index = cta_tile(r);
     TileWork w;
     if (index >= tiles || !find_tile<Sh>(p, order, index, w)) continue;
-    const Fragment f{w.r0 + 64 * wg + 16 * (warp % 4) + lane / 4, lane % 4};
+    const Fragment f = fragment_of(w);
     if (!started) start_rows();
     if (w.nb_lo < w.nb_hi) {
       // 2. the key loop: S of tile j is issued together with O += P V of tile j - 1, and the

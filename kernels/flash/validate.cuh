@@ -22,9 +22,13 @@ __device__ __forceinline__ int64_t table_entry(const FlashFwdParams& p, const De
   return c.table_unsigned ? static_cast<int64_t>(static_cast<uint32_t>(raw)) : static_cast<int64_t>(raw);
 }
 
+// Keys of sequence b as the table checks read them (the difference taken as unsigned, so
+// seqlens out of order read as a length no table covers), and the pages they take.
+__device__ __forceinline__ uint32_t keys_of(const FlashFwdParams& p, int64_t b) {
+  return p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b];
+}
 __device__ __forceinline__ int64_t pages_of(const FlashFwdParams& p, int64_t b) {
-  const uint32_t len = p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b];
-  return (static_cast<int64_t>(len) + p.page_block_size - 1) / p.page_block_size;
+  return (static_cast<int64_t>(keys_of(p, b)) + p.page_block_size - 1) / p.page_block_size;
 }
 
 // The table cells (b, col) for col <= cols this thread reads, flattened as f = b * (cols + 1)
@@ -40,9 +44,8 @@ __device__ __forceinline__ void scan_table(const FlashFwdParams& p, const Device
   for (I f = threadIdx.x; f < cells; f += blockDim.x) {
     const I b = f / per_seq, col = f % per_seq;
     const int64_t e = col < c.table_cols ? table_entry(p, c, b, col) : 0;
-    // col < pages_of(p, b), i.e. col < ceil(len / page), is col * page < len: no division
-    const uint32_t len = p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b];  // as pages_of reads it
-    const bool used = static_cast<int64_t>(col) * p.page_block_size < static_cast<int64_t>(len);
+    // col < pages_of(p, b), i.e. col < ceil(keys / page), is col * page < keys: no division
+    const bool used = static_cast<int64_t>(col) * p.page_block_size < static_cast<int64_t>(keys_of(p, b));
     unsigned long long k2 = kNone;
     if (col == c.table_cols) {
       if (used) k2 = make_key(SeqlensCheck::Table, static_cast<int64_t>(b) * per_seq);  // pages > cols
