@@ -861,8 +861,11 @@ int sm_count() {
 // each wave of the GPU read as many heads' K/V as it ran columns, and at 1k tokens a head's
 // K/V had left L2 before its next query tile came; sections measured 1.04-1.31x without a
 // causal mask on the H200 (bench/RESULTS.md). Under a causal mask (a window bounded on the
-// right, open on the left) tiles pair long with short, so each persistent CTA gets the
-// same work; a window bounded on both sides keeps one section. For measuring,
+// right, open on the left) over sequences of one length, tiles pair long with short, so
+// each persistent CTA gets the same work; over sequences of varied lengths a pair would not
+// add up to one sequence's work, and one section keeps the query tiles from the last to
+// the first (sections without pairs split causal work unevenly: 0.67-1.34x). A window
+// bounded on both sides keeps one section too. For measuring,
 // WICK_FLASH_L2_MB sets the budget of every call (0: one section).
 constexpr int64_t kL2Budget = int64_t{16} << 20;
 template <class Sh>
@@ -882,8 +885,9 @@ bool grid_of(const FlashFwdParams& p, int max_ctas, dim3& grid, TileOrder& order
   // causal arrives as window_left = max_seqlen_k (the plan) or -1 (callers of the kernels)
   const bool right_bounded = p.window_right >= 0;
   const bool causal = right_bounded && (p.window_left < 0 || p.window_left >= max_sk);
-  const int64_t budget = forced >= 0 ? forced : right_bounded && !causal ? 0 : kL2Budget;
-  order = tile_order(m_blocks, columns, p.num_heads / p.num_heads_k, kv_bytes, budget, causal, ctas);
+  const bool paired = causal && p.cu_seqlens_q == nullptr;  // every column has m_blocks query tiles
+  const int64_t budget = forced >= 0 ? forced : right_bounded && !paired ? 0 : kL2Budget;
+  order = tile_order(m_blocks, columns, p.num_heads / p.num_heads_k, kv_bytes, budget, paired, ctas);
   grid = dim3(static_cast<unsigned>(ctas));
   return true;
 }
