@@ -11,8 +11,9 @@
 // Inside a section the columns run fastest. Then
 //  - when every query tile of a column sees as many keys (no causal mask), the query tiles
 //    go from the last to the first;
-//  - under a causal mask, where tile m of M sees m + 1 key tiles (plus a constant when
-//    there are more keys than queries), tiles m and M - 1 - m form a pair with M + 1 key
+//  - under a causal mask over sequences of one length (the caller's choice, `paired`),
+//    where tile m of M sees m + 1 key tiles (plus a constant when there are more keys than
+//    queries), tiles m and M - 1 - m form a pair with M + 1 key
 //    tiles between them. Pairs fill windows of 2g indices, the long tiles forwards from the
 //    window's start and their short partners backwards from its end, so each CTA's two
 //    rounds of a window take one pair and every CTA gets the same work. The middle tiles
@@ -68,14 +69,14 @@ WICK_HOST_DEVICE inline TileSlot tile_slot(TileOrder order, int columns, int ind
 // The order of a call of `ctas` persistent CTAs: as many columns per section as have K and
 // V (kv_bytes per K/V head) within budget bytes together, in whole K/V heads (per_kv query
 // heads share one and are adjacent columns), at least one K/V head; budget <= 0 puts every
-// column in one section. `causal`: the pair order.
-inline TileOrder tile_order(int m_blocks, int64_t columns, int per_kv, int64_t kv_bytes, int64_t budget, bool causal,
+// column in one section. `paired`: the pair order (causal, every column m_blocks tiles).
+inline TileOrder tile_order(int m_blocks, int64_t columns, int per_kv, int64_t kv_bytes, int64_t budget, bool paired,
                             int ctas) {
   TileOrder order;
   order.m_blocks = m_blocks;
   const int64_t group = budget > 0 ? std::max<int64_t>(1, budget / std::max<int64_t>(kv_bytes, 1)) * per_kv : columns;
   order.group = static_cast<int>(std::max<int64_t>(1, std::min(group, columns)));
-  order.paired = causal ? std::max(ctas, 1) : 0;
+  order.paired = paired ? std::max(ctas, 1) : 0;
   return order;
 }
 
