@@ -654,9 +654,22 @@ TEST_CASE("flash kernels: more query tiles than SMs (persistent CTAs walk severa
     c.sk = lengths(case_rng(), 3, 6144, 8192);
     c.nh = c.nhk = 6;
     cases.push_back(c);
-    // The same under a causal mask: long tiles paired with short ones across sections.
-    c.name = "3 sequences, d128, sk 6k-8k, 6 heads, L2 sections, causal";
+    // The same under a causal mask: over sequences of varied lengths, one section with the
+    // query tiles from the last to the first.
+    c.name = "3 sequences, d128, sk 6k-8k, 6 heads, causal";
     c.causal = true;
+    cases.push_back(c);
+  }
+  {
+    // Causal over sequences of one length (the batched layout): tiles paired long with
+    // short. 144 columns of 2 query tiles: 144 pairs, so a full window of 132 pairs and a
+    // last one of 12 on an H200, in sections of 128 and 16 columns (128 KiB of K/V each).
+    Case c = batched_head_major_case("batched causal pairs, 2 windows, 2 sections", 256, 256, 128);
+    c.nh = c.nhk = 48;
+    cases.push_back(c);
+    // 3 query tiles per column: 96 pairs, then the 96 middle tiles, over three rounds.
+    c = batched_head_major_case("batched causal pairs and middle tiles, d64", 300, 300, 64);
+    c.nh = 32, c.nhk = 16;
     cases.push_back(c);
   }
   for (const Case& c : cases) check_case(c);

@@ -68,9 +68,11 @@ TEST_CASE("flash tile order: each tile once, the last query tile first within a 
 
 TEST_CASE("flash tile order: causal pairs give every persistent CTA the same work") {
   // (m_blocks, columns, group, CTAs): the benchmark's 1k, 4k and 16k shapes on 132 SMs,
-  // an odd m_blocks (middle tiles), a last window with fewer pairs, fewer tiles than CTAs.
+  // an odd m_blocks (middle tiles), a last window with fewer pairs, fewer tiles than CTAs,
+  // and the two batched causal cases of tests/test_flash_kernels.cpp.
   const int shapes[][4] = {{8, 256, 48, 132}, {32, 64, 12, 132}, {128, 16, 3, 132}, {86, 32, 1, 132},
-                           {7, 5, 2, 4},      {9, 30, 7, 16},     {3, 2, 1, 6}};
+                           {7, 5, 2, 4},      {9, 30, 7, 16},     {3, 2, 1, 6},     {2, 144, 128, 132},
+                           {3, 96, 96, 132}};
   for (const auto& s : shapes) {
     const TileOrder order{s[0], s[2], s[3]};
     const int columns = s[1], g = s[3], m = order.m_blocks, tiles = m * columns;
