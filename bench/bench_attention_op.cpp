@@ -7,6 +7,9 @@
 //   (1, 512), (1, 32768), (8, 4096), (64, 4096); rate = K+V bytes read / time.
 // Prefill (group A): flash_attn_varlen over 32 sequences of U[128, 4096] tokens, d128 h16,
 //   causal; TFLOP/s with flash_bench's FLOP count.
+// Batched prefill (group B at d128): flash_attn over 16k tokens in sequences of 1k, 4k and
+//   16k, 16 heads, full and causal (a batch of sequences of one length, the form whose
+//   causal tiles the Hopper kernel pairs long with short).
 // CUDA only (a CPU run has no host round trip to measure).
 #include <algorithm>
 #include <chrono>
@@ -103,6 +106,20 @@ void prefill(const Device& dev) {
   emit("op_prefill_A_varlen_d128_h16_causal", us, "tflops", 4.0 * pairs * h * d / (us * 1e-6) / 1e12);
 }
 
+void prefill_batched(const Device& dev, size_t S, bool causal, const std::string& name) {
+  const size_t h = 16, d = 128, B = 16384 / S;
+  const Tensor q = Tensor::randn({B, S, h, d}, DType::BF16, dev, 7);
+  const Tensor k = Tensor::randn({B, S, h, d}, DType::BF16, dev, 8);
+  const Tensor v = Tensor::randn({B, S, h, d}, DType::BF16, dev, 9);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const int saved = g_iters;
+  g_iters = 20;
+  const double us = us_per_call(dev, [&] { flash_attn(q, k, v, scale, causal); });
+  g_iters = saved;
+  const double pairs = static_cast<double>(B) * (causal ? 0.5 * S * (S + 1.0) : static_cast<double>(S) * S);
+  emit(name, us, "tflops", 4.0 * pairs * h * d / (us * 1e-6) / 1e12);
+}
+
 // A decode step of 32 layers as a serving loop runs it: per layer, the new token's K/V into
 // the paged cache (write_kv_slots) and paged attention through one plan_step op; issued call
 // by call, then as one captured CUDA graph replayed (the same work).
@@ -173,6 +190,11 @@ int main(int argc, char** argv) {
   for (auto [B, ctx] : {std::pair<size_t, size_t>{1, 512}, {1, 32768}, {8, 4096}, {64, 4096}})
     if (want("op_decode_B" + std::to_string(B) + "_ctx" + std::to_string(ctx))) decode(dev, B, ctx);
   if (want("op_prefill_A_varlen_d128_h16_causal")) prefill(dev);
+  for (size_t S : {1024, 4096, 16384})
+    for (bool causal : {false, true}) {
+      const std::string name = "op_prefill_B_S" + std::to_string(S) + "_d128" + (causal ? "_causal" : "");
+      if (want(name)) prefill_batched(dev, S, causal, name);
+    }
   for (auto [B, ctx] : {std::pair<size_t, size_t>{1, 512}, {8, 4096}}) {
     const std::string tag = "_B" + std::to_string(B) + "_ctx" + std::to_string(ctx);
     if (want("step32_eager" + tag) || want("step32_graph" + tag)) graph_step(dev, B, ctx);
