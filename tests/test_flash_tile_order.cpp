@@ -14,6 +14,7 @@ using wick::kernels::tile_order;
 using wick::kernels::tile_slot;
 using wick::kernels::TileOrder;
 using wick::kernels::TileSlot;
+using wick::kernels::walk_index;
 
 TEST_CASE("flash tile order: sections of columns whose K/V fit the budget") {
   constexpr int64_t kMiB = int64_t{1} << 20;
@@ -84,7 +85,7 @@ TEST_CASE("flash tile order: causal pairs give every persistent CTA the same wor
     std::vector<int64_t> work(static_cast<size_t>(g), 0);  // key tiles of causal tile m: m + 1
     for (int r = 0; r * g < tiles; ++r) {
       for (int c = 0; c < g; ++c) {
-        const int i = r * g + ((r & 1) ? g - 1 - c : c);
+        const int i = walk_index(r, c, g);
         if (i >= tiles) continue;
         const TileSlot t = tile_slot(order, columns, i);
         REQUIRE(t.column >= 0);

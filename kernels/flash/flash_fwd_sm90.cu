@@ -164,13 +164,11 @@ __device__ __forceinline__ bool find_tile(const FlashFwdParams& p, TileOrder ord
 }
 
 // The tile of round r of a persistent CTA: rounds of gridDim.x tiles, walked forwards in
-// even rounds and backwards in odd ones. Tiles come longest first under a causal mask
-// (within a section, tile_order.h), so each CTA's long and short tiles pair up and the
-// CTAs finish together; striding by gridDim.x instead left the CTAs of the first columns
-// up to 13% more work.
+// even rounds and backwards in odd ones (walk_index, tile_order.h), so that under a causal
+// mask each CTA's long and short tiles pair up and the CTAs finish together; striding by
+// gridDim.x instead left the CTAs of the first columns up to 13% more work.
 __device__ __forceinline__ int cta_tile(int r) {
-  const int g = static_cast<int>(gridDim.x), c = static_cast<int>(blockIdx.x);
-  return r * g + ((r & 1) ? g - 1 - c : c);
+  return walk_index(r, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
 }
 
 // The rows and columns a consumer thread owns: rows row_lo and row_lo + 8 of the tile's

@@ -37,7 +37,13 @@ struct TileSlot {
   int m_block = 0;  // the tile's first query row is m_block * block_m
 };
 
-// Entry `in` of a section of `width` columns from column `first`, the columns fastest.
+// The index persistent CTA c of g takes in round r: forwards in even rounds, backwards in
+// odd ones.
+WICK_HOST_DEVICE inline int walk_index(int r, int c, int g) { return r * g + ((r & 1) ? g - 1 - c : c); }
+
+// Entry n of a walk over sections of `group` columns (the last may be narrower), each
+// column per_column entries long, the columns fastest inside a section: the entry's column
+// and its rank within that column.
 struct SectionEntry {
   int column, rank;
 };
