@@ -853,21 +853,21 @@ int sm_count() {
   return sms;
 }
 
-// The grid of an instance, one CTA per (query tile, head, sequence) or at most max_ctas
-// persistent ones, and the tiles' order (tile_order.h): sections of columns whose K/V (all
-// keys of the longest sequence) fit in kL2Budget bytes. In one section of every column,
-// each wave of the GPU read as many heads' K/V as it ran columns, and at 1k tokens a head's
-// K/V had left L2 before its next query tile came; sections measured 1.04-1.31x without a
-// causal mask on the H200 (bench/RESULTS.md). Under a causal mask (a window bounded on the
-// right, open on the left) over sequences of one length, tiles pair long with short, so
-// each persistent CTA gets the same work; over sequences of varied lengths a pair would not
-// add up to one sequence's work, and one section keeps the query tiles from the last to
-// the first (sections without pairs split causal work unevenly: 0.67-1.34x). A window
-// bounded on both sides keeps one section too. For measuring,
+// The tile count of an instance (0: nothing to launch), its grid, one CTA per (query tile,
+// head, sequence) or at most max_ctas persistent ones, and the tiles' order (tile_order.h):
+// sections of columns whose K/V (all keys of the longest sequence) fit in kL2Budget bytes. In
+// one section of every column, each wave of the GPU read as many heads' K/V as it ran
+// columns, and at 1k tokens a head's K/V had left L2 before its next query tile came;
+// sections measured 1.04-1.31x without a causal mask on the H200 (bench/RESULTS.md). Under a
+// causal mask (a window bounded on the right, open on the left) over sequences of one length,
+// tiles pair long with short, so each persistent CTA gets the same work; over sequences of
+// varied lengths a pair would not add up to one sequence's work, and one section keeps the
+// query tiles from the last to the first (sections without pairs split causal work unevenly:
+// 0.67-1.34x). A window bounded on both sides keeps one section too. For measuring,
 // WICK_FLASH_L2_MB sets the budget of every call (0: one section).
 constexpr int64_t kL2Budget = int64_t{16} << 20;
 template <class Sh>
-bool grid_of(const FlashFwdParams& p, int max_ctas, dim3& grid, TileOrder& order) {
+int grid_of(const FlashFwdParams& p, int max_ctas, dim3& grid, TileOrder& order) {
   const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
   const int max_sk = p.cu_seqlens_k ? p.max_seqlen_k : p.seqlen_k;
   static const int64_t forced = [] {  // -1: not set
@@ -877,7 +877,7 @@ bool grid_of(const FlashFwdParams& p, int max_ctas, dim3& grid, TileOrder& order
   const int m_blocks = (max_sq + Sh::kBlockM - 1) / Sh::kBlockM;
   const int64_t columns = static_cast<int64_t>(p.batch) * p.num_heads;
   const int64_t tiles = m_blocks * columns;
-  if (tiles <= 0) return false;
+  if (tiles <= 0) return 0;
   const int ctas = static_cast<int>(std::min<int64_t>(tiles, max_ctas));
   const int64_t kv_bytes = int64_t{4} * max_sk * p.head_size;  // K and V, 2 bytes an element
   // causal arrives as window_left = max_seqlen_k (the plan) or -1 (callers of the kernels)
@@ -887,7 +887,7 @@ bool grid_of(const FlashFwdParams& p, int max_ctas, dim3& grid, TileOrder& order
   const int64_t budget = forced >= 0 ? forced : right_bounded && !paired ? 0 : kL2Budget;
   order = tile_order(m_blocks, columns, p.num_heads / p.num_heads_k, kv_bytes, budget, paired, ctas);
   grid = dim3(static_cast<unsigned>(ctas));
-  return true;
+  return static_cast<int>(tiles);  // at most 2^31 - 1 (covers)
 }
 
 // The copy-engine kernel of shape Sh; false (nothing launched) when the copy engine cannot
@@ -904,12 +904,12 @@ bool launch_tma(const FlashFwdParams& p, cudaStream_t st) {
   static const bool persistent = not_switched_off("WICK_FLASH_SM90_PERSISTENT");
   dim3 grid;
   TileOrder order;
-  if (!grid_of<Sh>(p, persistent ? sm_count() : INT_MAX, grid, order)) return true;
+  const int tiles = grid_of<Sh>(p, persistent ? sm_count() : INT_MAX, grid, order);
+  if (tiles == 0) return true;
   auto kernel = fwd_kernel_tma<Sh, Elem, kPaged>;
   constexpr int smem = Sh::template kSmem<false>;
   static bool smem_set[kSmemLimitDevices] = {};
   raise_smem_limit_once(kernel, smem, smem_set);
-  const int tiles = order.m_blocks * p.batch * p.num_heads;
   WICK_CUDA_CHECK(launch_programmatic(kernel, grid, dim3(Sh::kThreads + 128), smem, st, p, order, tiles,
                                       piece_shift, map_k, map_v));
   return true;
@@ -932,7 +932,7 @@ void launch(const FlashFwdParams& p, cudaStream_t st) {
   dim3 grid;
   TileOrder order;
   using ShC = Shape<D>;
-  if (!grid_of<ShC>(p, INT_MAX, grid, order)) return;
+  if (grid_of<ShC>(p, INT_MAX, grid, order) == 0) return;
   auto kernel = fwd_kernel<ShC, Elem, kPaged>;
   constexpr int smem = ShC::template kSmem<kPaged>;
   static bool smem_set[kSmemLimitDevices] = {};
