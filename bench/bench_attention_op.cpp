@@ -44,20 +44,22 @@ void emit(const std::string& name, double us, const char* unit, double value) {
   if (g_json) std::fprintf(g_json, "%s\n", line);
 }
 
-// Median over 5 rounds of the mean wall time per call of `iters` back-to-back calls.
+// Median over 5 rounds of the mean wall time per call of `iters` back-to-back calls (the
+// --iters count by default; the longer prefill and 32-layer step calls take kLongIters).
+constexpr int kLongIters = 20;
 template <class F>
-double us_per_call(const Device& dev, F&& call) {
+double us_per_call(const Device& dev, F&& call, int iters = g_iters) {
   for (int i = 0; i < 5; ++i) call();
   synchronize(dev);
   std::vector<double> rounds, issue;
   using us = std::chrono::duration<double, std::micro>;
   for (int r = 0; r < 5; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < g_iters; ++i) call();
+    for (int i = 0; i < iters; ++i) call();
     const auto t1 = std::chrono::steady_clock::now();
     synchronize(dev);
-    rounds.push_back(us(std::chrono::steady_clock::now() - t0).count() / g_iters);
-    issue.push_back(us(t1 - t0).count() / g_iters);
+    rounds.push_back(us(std::chrono::steady_clock::now() - t0).count() / iters);
+    issue.push_back(us(t1 - t0).count() / iters);
   }
   std::sort(rounds.begin(), rounds.end());
   std::sort(issue.begin(), issue.end());
@@ -97,10 +99,8 @@ void prefill(const Device& dev) {
   const Tensor v = Tensor::randn({total, h, d}, DType::BF16, dev, 6);
   const Tensor cut = Tensor::from_vec(cu, Shape{cu.size()}, dev);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const int saved = g_iters;
-  g_iters = 20;
-  const double us = us_per_call(dev, [&] { flash_attn_varlen(q, k, v, cut, cut, max_len, max_len, scale, true); });
-  g_iters = saved;
+  const double us =
+      us_per_call(dev, [&] { flash_attn_varlen(q, k, v, cut, cut, max_len, max_len, scale, true); }, kLongIters);
   double pairs = 0;
   for (uint32_t l : lens) pairs += 0.5 * l * (l + 1.0);
   emit("op_prefill_A_varlen_d128_h16_causal", us, "tflops", 4.0 * pairs * h * d / (us * 1e-6) / 1e12);
@@ -112,10 +112,7 @@ void prefill_batched(const Device& dev, size_t S, bool causal, const std::string
   const Tensor k = Tensor::randn({B, S, h, d}, DType::BF16, dev, 8);
   const Tensor v = Tensor::randn({B, S, h, d}, DType::BF16, dev, 9);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const int saved = g_iters;
-  g_iters = 20;
-  const double us = us_per_call(dev, [&] { flash_attn(q, k, v, scale, causal); });
-  g_iters = saved;
+  const double us = us_per_call(dev, [&] { flash_attn(q, k, v, scale, causal); }, kLongIters);
   const double pairs = static_cast<double>(B) * (causal ? 0.5 * S * (S + 1.0) : static_cast<double>(S) * S);
   emit(name, us, "tflops", 4.0 * pairs * h * d / (us * 1e-6) / 1e12);
 }
@@ -153,16 +150,13 @@ void graph_step(const Device& dev, size_t B, size_t ctx) {
       op.forward_into(q[l], kc[l], vc[l], out[l], lse[l]);
     }
   };
-  const int saved = g_iters;
-  g_iters = 20;
-  const double eager = us_per_call(dev, step);
+  const double eager = us_per_call(dev, step, kLongIters);
   const double eager_issue = g_issue_us;
   CudaGraph graph(dev);
   graph.begin_capture();
   step();
   graph.end_capture();
-  const double replay = us_per_call(dev, [&] { graph.replay(); });
-  g_iters = saved;
+  const double replay = us_per_call(dev, [&] { graph.replay(); }, kLongIters);
   const double replay_issue = g_issue_us;
   const std::string tag = "_B" + std::to_string(B) + "_ctx" + std::to_string(ctx);
   g_issue_us = eager_issue;
