@@ -293,6 +293,24 @@ __device__ __forceinline__ void issue_pv(float (&o)[Sh::kD / 2], uint32_t (&a)[S
 }
 
 // 3. Epilogue from registers: O / l and lse = (m + log2 l) * ln2.
+// A quad (the 4 threads t of a row) holds each 8-channel chunk of the row as four 4-byte
+// pairs, thread t the pair 2t, 2t + 1. Per 4 chunks, two exchange rounds (lanes t ^ 1, then
+// t ^ 2) give thread t all of chunk 4g + t, written with one 16-byte store: a quarter of
+// the stores, each filling whole 32-byte sectors. With 4-byte stores, each holding its
+// register until the memory unit took it, the epilogue was where the consumers waited most
+// outside the key loop at 1k tokens (bench/RESULTS.md).
+// Every lane takes part in the exchanges, so rows past the tile's end only skip the
+// stores. The call's out is 16-byte aligned with strides in multiples of 8 elements
+// (flash_fwd.cu sends no other call here).
+__device__ __forceinline__ uint4 quad_transpose(uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, int t) {
+  const bool odd = t & 1, high = t & 2;
+  const uint32_t r0 = __shfl_xor_sync(0xffffffffu, odd ? a0 : a1, 1);
+  const uint32_t r1 = __shfl_xor_sync(0xffffffffu, odd ? a2 : a3, 1);
+  const uint32_t c0 = odd ? r0 : a0, c1 = odd ? a1 : r0, c2 = odd ? r1 : a2, c3 = odd ? a3 : r1;
+  const uint32_t r2 = __shfl_xor_sync(0xffffffffu, high ? c0 : c2, 2);
+  const uint32_t r3 = __shfl_xor_sync(0xffffffffu, high ? c1 : c3, 2);
+  return uint4{high ? r2 : c0, high ? r3 : c1, high ? c2 : r2, high ? c3 : r3};
+}
 template <int D, class Elem>
 __device__ __forceinline__ void write_rows(const FlashFwdParams& p, const TileWork& w, const Fragment& f,
                                            const float (&o)[D / 2], const float (&m_run)[2],
@@ -303,14 +321,18 @@ __device__ __forceinline__ void write_rows(const FlashFwdParams& p, const TileWo
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
     const int r = f.row_lo + 8 * i;
-    if (r >= w.r_end) continue;
+    const bool in_tile = r < w.r_end;
     const float inv = row_inv_sum(l);  // contract step 5: NaN stays NaN
-    Elem* dst = static_cast<Elem*>(p.out) + o_offset(p, w.b, w.sb, r, w.h) + 2 * f.t;
+    Elem* dst = static_cast<Elem*>(p.out) + o_offset(p, w.b, w.sb, r, w.h);
+    auto pair = [&](int j) { return pack2<Elem>(o[4 * j + 2 * i] * inv, o[4 * j + 2 * i + 1] * inv); };
 #pragma unroll
-    for (int j = 0; j < D / 8; ++j)
-      if (D == 64 || 8 * j < p.head_size)  // a padded shape stores only the call's channels
-        *reinterpret_cast<uint32_t*>(dst + 8 * j) = pack2<Elem>(o[4 * j + 2 * i] * inv, o[4 * j + 2 * i + 1] * inv);
-    if (p.lse && f.t == 0)
+    for (int g = 0; g < D / 32; ++g) {
+      const uint4 chunk = quad_transpose(pair(4 * g), pair(4 * g + 1), pair(4 * g + 2), pair(4 * g + 3), f.t);
+      const int j = 4 * g + f.t;
+      if (in_tile && (D == 64 || 8 * j < p.head_size))  // a padded shape stores only the call's channels
+        *reinterpret_cast<uint4*>(dst + 8 * j) = chunk;
+    }
+    if (in_tile && p.lse && f.t == 0)
       p.lse[lse_offset(p, w.b, w.sb, r, w.h)] = row_saw_keys(l) ? (m_run[i] * sc + log2f(l)) * kLn2 : -INFINITY;
   }
 }
