@@ -296,9 +296,10 @@ __device__ __forceinline__ void issue_pv(float (&o)[Sh::kD / 2], uint32_t (&a)[S
 // A quad (the 4 threads t of a row) holds each 8-channel chunk of the row as four 4-byte
 // pairs, thread t the pair 2t, 2t + 1. Per 4 chunks, two exchange rounds (lanes t ^ 1, then
 // t ^ 2) give thread t all of chunk 4g + t, written with one 16-byte store: a quarter of
-// the stores, each filling whole 32-byte sectors. With 4-byte stores, each holding its
-// register until the memory unit took it, the epilogue was where the consumers waited most
-// outside the key loop at 1k tokens (bench/RESULTS.md).
+// the stores, each filling whole 32-byte sectors (at D = 128 the compiler still splits one
+// chunk per row into four 4-byte stores). With 4-byte stores, each holding its register
+// until the memory unit took it, the epilogue was where the consumers waited most outside
+// the key loop at 1k tokens (bench/RESULTS.md, which also has the split).
 // Every lane takes part in the exchanges, so rows past the tile's end only skip the
 // stores. The call's out is 16-byte aligned with strides in multiples of 8 elements
 // (flash_fwd.cu sends no other call here).
