@@ -910,7 +910,7 @@ int grid_of(const FlashFwdParams& p, int max_ctas, dim3& grid, TileOrder& order)
   const int64_t budget = forced >= 0 ? forced : right_bounded && !paired ? 0 : kL2Budget;
   order = tile_order(m_blocks, columns, p.num_heads / p.num_heads_k, kv_bytes, budget, paired, ctas);
   grid = dim3(static_cast<unsigned>(ctas));
-  return static_cast<int>(tiles);  // at most 2^31 - 1 (covers)
+  return static_cast<int>(tiles);  // the kernel's tile indices are ints
 }
 
 // The copy-engine kernel of shape Sh; false (nothing launched) when the copy engine cannot
