@@ -648,23 +648,25 @@ TEST_CASE("flash kernels: more query tiles than SMs (persistent CTAs walk severa
     cases.push_back(c);
   }
   {
-    // Long keys (3-4 MiB of K/V per head) and no causal mask: the Hopper kernel takes the
-    // 18 columns in sections of four or five heads (tile_order.h), the last one narrower.
-    Case c = varlen_case("3 sequences, d128, sk 6k-8k, 6 heads, L2 sections", 3, 1, 64, 128);
-    c.sk = lengths(case_rng(), 3, 6144, 8192);
+    // Keys of 0.75-1 MiB of K/V per head and no causal mask: the Hopper kernel takes the 18
+    // columns in sections of four or five heads (tile_order.h, a 4 MiB budget), the last one
+    // narrower.
+    Case c = varlen_case("3 sequences, d128, sk 1.5k-2k, 6 heads, L2 sections", 3, 1, 64, 128);
+    c.sk = lengths(case_rng(), 3, 1536, 2048);
     c.nh = c.nhk = 6;
     cases.push_back(c);
     // The same under a causal mask: over sequences of varied lengths, one section with the
     // query tiles from the last to the first.
-    c.name = "3 sequences, d128, sk 6k-8k, 6 heads, causal";
+    c.name = "3 sequences, d128, sk 1.5k-2k, 6 heads, causal";
     c.causal = true;
     cases.push_back(c);
   }
   {
     // Causal over sequences of one length (the batched layout): tiles paired long with
     // short. 144 columns of 2 query tiles: 144 pairs, so a full window of 132 pairs and a
-    // last one of 12 on an H200, in sections of 128 and 16 columns (128 KiB of K/V each).
-    Case c = batched_head_major_case("batched causal pairs, 2 windows, 2 sections", 256, 256, 128);
+    // last one of 12 on an H200, in sections of 32 columns (128 KiB of K/V each), the fifth
+    // of 16.
+    Case c = batched_head_major_case("batched causal pairs, 2 windows, 5 sections", 256, 256, 128);
     c.nh = c.nhk = 48;
     cases.push_back(c);
     // 3 query tiles per column: 96 pairs, then the 96 middle tiles, over three rounds.

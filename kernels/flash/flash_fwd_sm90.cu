@@ -886,9 +886,11 @@ int sm_count() {
 // tiles pair long with short, so each persistent CTA gets the same work; over sequences of
 // varied lengths a pair would not add up to one sequence's work, and one section keeps the
 // query tiles from the last to the first (sections without pairs split causal work unevenly:
-// 0.67-1.34x). A window bounded on both sides keeps one section too. For measuring,
+// 0.67-1.34x). A window bounded on both sides keeps one section too. The budget: 4 MiB
+// measured 1.00-1.02x of 16 MiB on most shapes, 1.04-1.08x at d256 causal (1k and 4k
+// tokens), 0.98-0.99x at d64 causal (1k and 16k tokens; bench/RESULTS.md). For measuring,
 // WICK_FLASH_L2_MB sets the budget of every call (0: one section).
-constexpr int64_t kL2Budget = int64_t{16} << 20;
+constexpr int64_t kL2Budget = int64_t{4} << 20;
 template <class Sh>
 int grid_of(const FlashFwdParams& p, int max_ctas, dim3& grid, TileOrder& order) {
   const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
