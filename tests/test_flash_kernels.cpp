@@ -752,7 +752,8 @@ TEST_CASE("flash kernels: sanitizer subset") {
     c.wl = c.wr = -1, c.causal = true, c.page = 96, c.dtype = FlashDType::BF16;
     c.sk = lengths(case_rng(), 3, 1, 400);
     cases.push_back(c);
-    // d64 and d256 on the Hopper kernels too (d256: 64-key tiles, two quarters of a page)
+    // d64 and d256 on the Hopper kernels too (d256: 80-key tiles unpaged, 64-key tiles of two
+    // quarters of a page when paged)
     c.name = "san: d256 GQA window tails";
     c.hs = 256, c.page = 0, c.causal = false, c.wl = 70, c.wr = 20;
     c.sq = lengths(case_rng(), 3, 1, 300), c.sk = lengths(case_rng(), 3, 1, 300);
@@ -765,7 +766,8 @@ TEST_CASE("flash kernels: sanitizer subset") {
     c.hs = 256, c.page = 96, c.causal = false;
     c.sk = lengths(case_rng(), 3, 1, 400);
     cases.push_back(c);
-    // d96 on the 128-channel tiles (zeros past the head size), d192 on 64-key tiles
+    // d96 on the 128-channel tiles (zeros past the head size), d192 on 96-key tiles unpaged
+    // and 64-key tiles paged
     c.name = "san: d96 paged 64 causal";
     c.hs = 96, c.page = 64, c.causal = true;
     cases.push_back(c);

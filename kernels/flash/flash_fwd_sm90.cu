@@ -68,21 +68,23 @@ namespace {
 // The tile shape of one kernel instance: D channels (64, 128, 192 or 256) of Q, K, V and O in
 // 64-channel panels, and M query rows per CTA, one warpgroup (128 threads) per 64 rows. A call
 // with fewer channels (head size 96 on the 128 shape) reads zeros past its head size and
-// stores only its own channels. Keys per tile: 128, or 64 above D = 128, where a 64 x D f32 O
-// per warpgroup already takes D / 2 registers per thread. Shared-memory stages of K/V: three
-// where they fit (tiles j + 1 and j + 2 load while tile j computes; measured 0.5-1.5% faster
-// than two at D = 128 on the H200), two at D = 256 (Q and two stages take 192 KiB) and in
-// the cp.async kernel when paged (its block ids are read one tile ahead).
-template <int D, int M = 128>
+// stores only its own channels. N keys per tile: 128 up to D = 128; above it, where a 64 x D
+// f32 O per warpgroup already takes D / 2 registers per thread, 64 (paged K/V, whole 32-key
+// quarters of a page) or, unpaged, 96 at D = 192 and 80 at D = 256 (launch() below).
+// Shared-memory stages of K/V: three where they fit (tiles j + 1 and j + 2 load while tile j
+// computes; measured 0.5-1.5% faster than two at D = 128 on the H200), else two (D = 256,
+// and the wider tiles at D = 192: Q and two stages take 192-225 KiB) and in the cp.async
+// kernel when paged (its block ids are read one tile ahead).
+template <int D, int M = 128, int N = (D > 128 ? 64 : 128)>
 struct Shape {
   static constexpr int kD = D;
   static constexpr int kBlockM = M;
   static constexpr int kWarpgroups = M / 64;
   static constexpr int kThreads = 128 * kWarpgroups;  // the consumers (all threads of fwd_kernel)
-  static constexpr int kBlockN = D > 128 ? 64 : 128;
+  static constexpr int kBlockN = N;
   static constexpr uint32_t kTileBytes = kBlockN * D * 2;  // one swizzled K or V tile
   static constexpr uint32_t kQBytes = M * D * 2;           // the swizzled Q tile
-  // Copy-engine kernel: K and V in separate rings of stages (below), at D = 256 only, where
+  // Copy-engine kernel: K and V in separate rings of stages (below) above D = 128, where
   // two stages leave no slack otherwise (measured on the H200: d256 +25-35%; at d128 0-1%
   // slower, so d64 and d128 keep one ring for the pair).
   static constexpr bool kSplitKV = D > 128;
@@ -92,7 +94,8 @@ struct Shape {
   // Q, the K/V stages, 1024-byte alignment slack.
   template <bool kPaged>
   static constexpr int kSmem = 1024 + kQBytes + 2 * kStages<kPaged> * kTileBytes;
-  static_assert(D % 64 == 0 && kBlockN % 32 == 0, "whole 64-channel panels, whole 32-key quarters");
+  // (the paged kernels also need whole 32-key quarters: they assert it)
+  static_assert(D % 64 == 0 && kBlockN % 16 == 0, "whole 64-channel panels, whole 16-key steps");
   static_assert(M % 64 == 0 && (M * 128) % 1024 == 0, "whole warpgroups; Q panels on 1024-byte boundaries");
 };
 constexpr int kMinBlockM = 128;  // the smallest M of any instance
@@ -343,6 +346,7 @@ __device__ __forceinline__ void write_rows(const FlashFwdParams& p, const TileWo
 // describe. Separate instances, so the unpaged loads keep their registers and schedule.
 template <class Sh, class Elem, bool kPaged>
 __global__ void __launch_bounds__(Sh::kThreads, 1) fwd_kernel(const FlashFwdParams p, TileOrder order) {
+  static_assert(!kPaged || Sh::kBlockN % 32 == 0, "paged: whole 32-key quarters");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kD = Sh::kD, kBlockN = Sh::kBlockN, kS = Sh::template kStages<kPaged>;
   constexpr int kBlockM = Sh::kBlockM, kThreads = Sh::kThreads;
@@ -505,6 +509,7 @@ template <class Sh, class Elem, bool kPaged>
 __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
     fwd_kernel_tma(const FlashFwdParams p, TileOrder order, int tiles, int piece_shift,
                    const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v) {
+  static_assert(!kPaged || Sh::kBlockN % 32 == 0, "paged: whole 32-key pieces");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kD = Sh::kD, kBlockN = Sh::kBlockN, kBlockM = Sh::kBlockM, kThreads = Sh::kThreads;
   constexpr int kWG = Sh::kWarpgroups;
@@ -952,6 +957,12 @@ void launch(const FlashFwdParams& p, cudaStream_t st) {
       const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
       if ((p.window_right < 0 || max_sq > 1024) && launch_tma<Shape<D, 192>, Elem, kPaged>(p, st)) return;
     }
+    // Unpaged head sizes 192 and 256: 96- and 80-key tiles in two stages, 6-10% faster than
+    // 64-key tiles from 4k tokens up (3% slower at d256 causal over 1k-token sequences;
+    // measured on the H200, bench/RESULTS.md). The larger products leave the softmax less
+    // of each tile's time; 80 keys is the widest tile whose two stages fit at D = 256.
+    if constexpr (D > 128 && !kPaged)
+      if (launch_tma<Shape<D, 128, D == 256 ? 80 : 96>, Elem, kPaged>(p, st)) return;
     if (launch_tma<Shape<D>, Elem, kPaged>(p, st)) return;
   }
   dim3 grid;
