@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <type_traits>
 
-#if WICK_WITH_ONEDNN
+#if WICK_WITH_MKL
+#include <mkl_cblas.h>
+#include <mkl_service.h>
+#elif WICK_WITH_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
 #endif
 
@@ -67,15 +70,37 @@ GemmOperand<T> cols_from(GemmOperand<T> b, int64_t c0) {
 
 constexpr int64_t kMinMacsPerThread = int64_t(1) << 22;  // below this a thread is not worth a fork
 
-#if WICK_WITH_ONEDNN
+// A product worth handing to the library's threaded f32 GEMM: one at least twice a thread's
+// minimum, on a CPU with AVX2 or more.
+bool library_sized(int64_t m, int64_t n, int64_t k) {
+  return best_isa() >= Isa::Avx2 && double(m) * double(n) * double(k) >= 2.0 * double(kMinMacsPerThread);
+}
+
+#if WICK_WITH_MKL
+// MKL's f32 GEMM, threaded over the same OpenMP runtime as wick's pool (its GNU threading
+// layer) with the pool's size; inside a parallel region it runs on the calling thread. Its
+// instruction set is capped once at this process's best path, so WICK_CPU_ISA caps it too.
+// False when it is not used (see library_sized).
+bool library_sgemm(int64_t m, int64_t n, int64_t k, GemmOperand<float> a, GemmOperand<float> b, float* c) {
+  if (!library_sized(m, n, k)) return false;
+  static const bool capped = [] {
+    return mkl_enable_instructions(best_isa() >= Isa::Avx512 ? MKL_ENABLE_AVX512 : MKL_ENABLE_AVX2) == 1;
+  }();
+  (void)capped;  // a refused cap (MKL already in use) leaves MKL's own choice
+  mkl_set_num_threads_local(max_threads());
+  // op(A) is m x k: a row-major A as is, a column-major one as the transpose of its storage
+  cblas_sgemm(CblasRowMajor, a.row_major ? CblasNoTrans : CblasTrans, b.row_major ? CblasNoTrans : CblasTrans, m, n,
+              k, 1.0f, a.data, a.ld, b.data, b.ld, 0.0f, c, n);
+  return true;
+}
+#elif WICK_WITH_ONEDNN
 // oneDNN's f32 GEMM (row-major, threaded over the same OpenMP runtime as wick's pool; inside
 // a parallel region it runs on the calling thread). Its instruction set is capped once at
 // this process's best path, so WICK_CPU_ISA caps it too. False when it is not used: a
 // product too small to be worth threads, a CPU without AVX2, or arguments it refuses.
-bool onednn_sgemm(int64_t m, int64_t n, int64_t k, GemmOperand<float> a, GemmOperand<float> b, float* c) {
-  const Isa isa = best_isa();
-  if (isa < Isa::Avx2 || double(m) * double(n) * double(k) < 2.0 * double(kMinMacsPerThread)) return false;
-  static const bool capped = [isa] {
+bool library_sgemm(int64_t m, int64_t n, int64_t k, GemmOperand<float> a, GemmOperand<float> b, float* c) {
+  if (!library_sized(m, n, k)) return false;
+  static const bool capped = [isa = best_isa()] {
     dnnl_cpu_isa_t cap = dnnl_cpu_isa_avx2;
     if (isa == Isa::Avx512) cap = dnnl_cpu_isa_avx512_core;
     if (isa == Isa::Avx512Bf16) cap = dnnl_cpu_isa_avx512_core_bf16;
@@ -93,9 +118,9 @@ bool onednn_sgemm(int64_t m, int64_t n, int64_t k, GemmOperand<float> a, GemmOpe
 
 template <class T>
 void gemm(int64_t m, int64_t n, int64_t k, GemmOperand<T> a, GemmOperand<T> b, T* c) {
-#if WICK_WITH_ONEDNN
+#if WICK_WITH_MKL || WICK_WITH_ONEDNN
   if constexpr (std::is_same_v<T, float>)
-    if (onednn_sgemm(m, n, k, a, b, c)) return;
+    if (library_sgemm(m, n, k, a, b, c)) return;
 #endif
   gemm<T>(m, n, k, a, b, c, best_isa());
 }
