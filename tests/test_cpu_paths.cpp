@@ -1,6 +1,6 @@
 // The CPU's run-time code paths outside attention: the GEMM behind matmul (its default entry,
-// oneDNN's GEMM in a build that has it, and Eigen's copy for every path this CPU supports),
-// for every operand layout, against a double loop; and the thread pool.
+// each library's GEMM the build has, and Eigen's copy for every path this CPU supports), for
+// every operand layout, against a double loop; and the thread pool.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -20,7 +20,8 @@ using namespace wick;
 namespace {
 
 void check_gemm(int64_t m, int64_t n, int64_t k, uint64_t seed) {
-  MESSAGE("seed ", seed, ", best path ", std::string(cpu::isa_name(cpu::best_isa())));
+  MESSAGE("seed ", seed, ", best path ", std::string(cpu::isa_name(cpu::best_isa())), ", large f32 products on ",
+          std::string(cpu::gemm_library_name(cpu::gemm_library())));
   std::mt19937_64 gen(seed);
   std::normal_distribution<float> dist;
   // A stored with a padded leading dimension in either order; B likewise.
@@ -33,16 +34,23 @@ void check_gemm(int64_t m, int64_t n, int64_t k, uint64_t seed) {
       const int64_t lda = a_row ? k + pad : m + pad, ldb = b_row ? n + pad : k + pad;
       auto A = [&](int64_t i, int64_t j) { return double(a_row ? abuf[i * lda + j] : abuf[j * lda + i]); };
       auto B = [&](int64_t i, int64_t j) { return double(b_row ? bbuf[i * ldb + j] : bbuf[j * ldb + i]); };
-      // p = -1: the default entry (oneDNN's GEMM for a large product in a build that has it)
-      for (int p = -1; p <= static_cast<int>(cpu::best_isa()); ++p) {
+      // p = -3, -2: MKL's and oneDNN's GEMM (where the build has them), p = -1: the default
+      // entry (a library's GEMM for a large product), p >= 0: Eigen's copy for each path
+      for (int p = -3; p <= static_cast<int>(cpu::best_isa()); ++p) {
         const auto isa = static_cast<cpu::Isa>(std::max(p, 0));
-        INFO("path ", p < 0 ? std::string("default") : std::string(cpu::isa_name(isa)), ", a row-major ", a_row,
-             ", b row-major ", b_row);
+        const auto lib = p == -3 ? cpu::GemmLibrary::Mkl : cpu::GemmLibrary::Onednn;
+        const std::string path = p < -1 ? cpu::gemm_library_name(lib) : p < 0 ? "default" : cpu::isa_name(isa);
+        INFO("path ", path, ", a row-major ", a_row, ", b row-major ", b_row);
         std::vector<float> c(m * n, std::nanf(""));
-        if (p < 0)
+        if (p < -1) {
+          const bool ran = cpu::gemm_on(lib, m, n, k, {abuf.data(), lda, a_row}, {bbuf.data(), ldb, b_row}, c.data());
+          CHECK((ran || lib != cpu::gemm_library()));  // the library the build picked always runs
+          if (!ran) continue;
+        } else if (p < 0) {
           cpu::gemm<float>(m, n, k, {abuf.data(), lda, a_row}, {bbuf.data(), ldb, b_row}, c.data());
-        else
+        } else {
           cpu::gemm<float>(m, n, k, {abuf.data(), lda, a_row}, {bbuf.data(), ldb, b_row}, c.data(), isa);
+        }
         double err = 0;
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < n; ++j) {

@@ -3,12 +3,22 @@
 #include <Eigen/Core>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
+// WICK_WITH_MKL, WICK_WITH_ONEDNN: set by CMakeLists.txt when it finds the library
+#ifndef WICK_WITH_MKL
+#define WICK_WITH_MKL 0
+#endif
+#ifndef WICK_WITH_ONEDNN
+#define WICK_WITH_ONEDNN 0
+#endif
 #if WICK_WITH_MKL
 #include <mkl_cblas.h>
 #include <mkl_service.h>
-#elif WICK_WITH_ONEDNN
+#endif
+#if WICK_WITH_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
 #endif
 
@@ -70,38 +80,33 @@ GemmOperand<T> cols_from(GemmOperand<T> b, int64_t c0) {
 
 constexpr int64_t kMinMacsPerThread = int64_t(1) << 22;  // below this a thread is not worth a fork
 
-// A product worth handing to the library's threaded f32 GEMM: one at least twice a thread's
-// minimum, on a CPU with AVX2 or more.
-bool library_sized(int64_t m, int64_t n, int64_t k) {
-  return best_isa() >= Isa::Avx2 && double(m) * double(n) * double(k) >= 2.0 * double(kMinMacsPerThread);
-}
-
 #if WICK_WITH_MKL
 // MKL's f32 GEMM, threaded over the same OpenMP runtime as wick's pool (its GNU threading
 // layer) with the pool's size; inside a parallel region it runs on the calling thread. Its
 // instruction set is capped once at this process's best path, so WICK_CPU_ISA caps it too.
-// False when it is not used (see library_sized).
-bool library_sgemm(int64_t m, int64_t n, int64_t k, GemmOperand<float> a, GemmOperand<float> b, float* c) {
-  if (!library_sized(m, n, k)) return false;
+void mkl_sgemm(int64_t m, int64_t n, int64_t k, GemmOperand<float> a, GemmOperand<float> b, float* c) {
   static const bool capped = [] {
-    return mkl_enable_instructions(best_isa() >= Isa::Avx512 ? MKL_ENABLE_AVX512 : MKL_ENABLE_AVX2) == 1;
+    const Isa isa = best_isa();
+    if (isa < Isa::Avx2) return mkl_enable_instructions(MKL_ENABLE_SSE4_2) == 1;
+    return mkl_enable_instructions(isa >= Isa::Avx512 ? MKL_ENABLE_AVX512 : MKL_ENABLE_AVX2) == 1;
   }();
   (void)capped;  // a refused cap (MKL already in use) leaves MKL's own choice
   mkl_set_num_threads_local(max_threads());
   // op(A) is m x k: a row-major A as is, a column-major one as the transpose of its storage
   cblas_sgemm(CblasRowMajor, a.row_major ? CblasNoTrans : CblasTrans, b.row_major ? CblasNoTrans : CblasTrans, m, n,
               k, 1.0f, a.data, a.ld, b.data, b.ld, 0.0f, c, n);
-  return true;
 }
-#elif WICK_WITH_ONEDNN
+#endif
+
+#if WICK_WITH_ONEDNN
 // oneDNN's f32 GEMM (row-major, threaded over the same OpenMP runtime as wick's pool; inside
 // a parallel region it runs on the calling thread). Its instruction set is capped once at
-// this process's best path, so WICK_CPU_ISA caps it too. False when it is not used: a
-// product too small to be worth threads, a CPU without AVX2, or arguments it refuses.
-bool library_sgemm(int64_t m, int64_t n, int64_t k, GemmOperand<float> a, GemmOperand<float> b, float* c) {
-  if (!library_sized(m, n, k)) return false;
+// this process's best path, so WICK_CPU_ISA caps it too. False when oneDNN refuses the
+// arguments.
+bool onednn_sgemm(int64_t m, int64_t n, int64_t k, GemmOperand<float> a, GemmOperand<float> b, float* c) {
   static const bool capped = [isa = best_isa()] {
-    dnnl_cpu_isa_t cap = dnnl_cpu_isa_avx2;
+    dnnl_cpu_isa_t cap = dnnl_cpu_isa_sse41;
+    if (isa == Isa::Avx2) cap = dnnl_cpu_isa_avx2;
     if (isa == Isa::Avx512) cap = dnnl_cpu_isa_avx512_core;
     if (isa == Isa::Avx512Bf16) cap = dnnl_cpu_isa_avx512_core_bf16;
     if (isa == Isa::Amx) cap = dnnl_cpu_isa_avx512_core_amx;
@@ -114,14 +119,63 @@ bool library_sgemm(int64_t m, int64_t n, int64_t k, GemmOperand<float> a, GemmOp
 }
 #endif
 
+bool built_with(GemmLibrary lib) {
+  switch (lib) {
+    case GemmLibrary::Eigen: return true;
+    case GemmLibrary::Onednn: return WICK_WITH_ONEDNN;
+    case GemmLibrary::Mkl: return WICK_WITH_MKL;
+  }
+  return false;
+}
+
+GemmLibrary pick_library() {
+  if (const char* e = std::getenv("WICK_CPU_GEMM"); e != nullptr && *e != 0)
+    for (GemmLibrary lib : {GemmLibrary::Eigen, GemmLibrary::Onednn, GemmLibrary::Mkl})
+      if (std::strcmp(e, gemm_library_name(lib)) == 0 && built_with(lib)) return lib;
+  if (built_with(GemmLibrary::Mkl) && (intel_cpu() || !built_with(GemmLibrary::Onednn))) return GemmLibrary::Mkl;
+  if (built_with(GemmLibrary::Onednn)) return GemmLibrary::Onednn;
+  return GemmLibrary::Eigen;
+}
+
 }  // namespace
 
+const char* gemm_library_name(GemmLibrary lib) {
+  switch (lib) {
+    case GemmLibrary::Eigen: return "eigen";
+    case GemmLibrary::Onednn: return "onednn";
+    case GemmLibrary::Mkl: return "mkl";
+  }
+  return "?";
+}
+
+GemmLibrary gemm_library() {
+  static const GemmLibrary lib = pick_library();
+  return lib;
+}
+
+bool gemm_on(GemmLibrary lib, int64_t m, int64_t n, int64_t k, GemmOperand<float> a, GemmOperand<float> b,
+             float* c) {
+  switch (lib) {
+    case GemmLibrary::Eigen: gemm<float>(m, n, k, a, b, c, best_isa()); return true;
+#if WICK_WITH_ONEDNN
+    case GemmLibrary::Onednn: return onednn_sgemm(m, n, k, a, b, c);
+#endif
+#if WICK_WITH_MKL
+    case GemmLibrary::Mkl: mkl_sgemm(m, n, k, a, b, c); return true;
+#endif
+    default: return false;
+  }
+}
+
+// A library's threads pay off from twice a thread's minimum product, on a CPU with AVX2.
 template <class T>
 void gemm(int64_t m, int64_t n, int64_t k, GemmOperand<T> a, GemmOperand<T> b, T* c) {
-#if WICK_WITH_MKL || WICK_WITH_ONEDNN
-  if constexpr (std::is_same_v<T, float>)
-    if (library_sgemm(m, n, k, a, b, c)) return;
-#endif
+  if constexpr (std::is_same_v<T, float>) {
+    const bool large = double(m) * double(n) * double(k) >= 2.0 * double(kMinMacsPerThread);
+    if (large && best_isa() >= Isa::Avx2 && gemm_library() != GemmLibrary::Eigen &&
+        gemm_on(gemm_library(), m, n, k, a, b, c))
+      return;
+  }
   gemm<T>(m, n, k, a, b, c, best_isa());
 }
 

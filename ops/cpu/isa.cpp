@@ -130,6 +130,20 @@ Isa best_isa() {
   return isa;
 }
 
+bool intel_cpu() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool intel = [] {
+    const Regs r = cpuid(0, 0);
+    char vendor[13] = {};
+    std::memcpy(vendor, &r.b, 4), std::memcpy(vendor + 4, &r.d, 4), std::memcpy(vendor + 8, &r.c, 4);
+    return std::strcmp(vendor, "GenuineIntel") == 0;
+  }();
+  return intel;
+#else
+  return false;
+#endif
+}
+
 const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::Generic: return "generic";

@@ -23,6 +23,9 @@ enum class Isa : int { Generic = 0, Avx2 = 1, Avx512 = 2, Avx512Bf16 = 3, Amx = 
 // machines list AMX and still fault).
 Isa best_isa();
 
+// True on a CPU whose vendor is Intel ("GenuineIntel").
+bool intel_cpu();
+
 // "generic", "avx2", "avx512", "avx512_bf16", "amx".
 const char* isa_name(Isa isa);
 
