@@ -28,9 +28,10 @@ enum class GemmLibrary : int { Eigen = 0, Onednn = 1, Mkl = 2 };
 // "eigen", "onednn", "mkl".
 const char* gemm_library_name(GemmLibrary lib);
 
-// The library of this build and CPU, asked once: MKL on Intel CPUs, oneDNN on others (MKL
-// was 0.87-0.93x torch.matmul against oneDNN's 0.36-0.85x on a 16-core Xeon, and half
-// oneDNN's speed on a 2-core AMD machine; bench/RESULTS.md), Eigen in a build with neither.
+// The library of this build and CPU, asked once: MKL on Intel CPUs, oneDNN on others (at 16
+// threads on a 16-core Xeon, MKL's medians were 0.87-0.91x torch.matmul's and oneDNN's
+// 0.66x; on a 2-core AMD machine MKL ran at half oneDNN's rate; bench/RESULTS.md), Eigen in
+// a build with neither.
 // The environment variable WICK_CPU_GEMM, set to one of the names above, picks another one
 // the build has.
 GemmLibrary gemm_library();
