@@ -1,8 +1,8 @@
 // Batched matmul: lhs (..., m, k) x rhs (..., k, n) -> (..., m, n), batch dims broadcast.
 // CPU: ops/cpu/gemm.h (a library's f32 GEMM, MKL or oneDNN, where the build has one, else
 // Eigen's GEMM for this CPU's code path) on the strided matrices (row- or column-major with an
-// outer stride, so transposed and row-strided inputs are read in place). CUDA: cuBLAS, via the one row-major
-// -> column-major translation in kernels/gemm_layout.h.
+// outer stride, so transposed and row-strided inputs are read in place). CUDA: cuBLAS, via the
+// one row-major -> column-major translation in kernels/gemm_layout.h.
 // Backward: dA = g * B^T, dB = A^T * g, each summed back over broadcast batch dims.
 #include "kernels/gemm_layout.h"
 #include "ops/cpu/gemm.h"
