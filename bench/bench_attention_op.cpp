@@ -7,9 +7,9 @@
 //   (1, 512), (1, 32768), (8, 4096), (64, 4096); rate = K+V bytes read / time.
 // Prefill (group A): flash_attn_varlen over 32 sequences of U[128, 4096] tokens, d128 h16,
 //   causal; TFLOP/s with flash_bench's FLOP count.
-// Batched prefill (group B at d128): flash_attn over 16k tokens in sequences of 1k, 4k and
-//   16k, 16 heads, full and causal (a batch of sequences of one length, the form whose
-//   causal tiles the Hopper kernel pairs long with short).
+// Batched prefill (group B at d128 and d256): flash_attn over 16k tokens in sequences of 1k,
+//   4k and 16k, 2048 / d heads, full and causal (a batch of sequences of one length, the
+//   form whose causal tiles the Hopper kernel pairs long with short).
 // CUDA only (a CPU run has no host round trip to measure).
 #include <algorithm>
 #include <chrono>
@@ -112,14 +112,14 @@ void prefill(const Device& dev) {
   emit("op_prefill_A_varlen_d128_h16_causal", us, "tflops", 4.0 * pairs * h * d / (us * 1e-6) / 1e12);
 }
 
-std::string batched_name(size_t S, bool causal) {
-  return "op_prefill_B_S" + std::to_string(S) + "_d128" + (causal ? "_causal" : "");
+std::string batched_name(size_t S, size_t d, bool causal) {
+  return "op_prefill_B_S" + std::to_string(S) + "_d" + std::to_string(d) + (causal ? "_causal" : "");
 }
 
 // The masks asked for (full, causal) on one set of tensors: the host fills them, which takes
 // longer than the calls.
-void prefill_batched(const Device& dev, size_t S, bool full, bool causal) {
-  const size_t h = 16, d = 128, B = 16384 / S;
+void prefill_batched(const Device& dev, size_t S, size_t d, bool full, bool causal) {
+  const size_t h = 2048 / d, B = 16384 / S;
   const Tensor q = Tensor::randn({B, S, h, d}, DType::BF16, dev, 7);
   const Tensor k = Tensor::randn({B, S, h, d}, DType::BF16, dev, 8);
   const Tensor v = Tensor::randn({B, S, h, d}, DType::BF16, dev, 9);
@@ -128,7 +128,7 @@ void prefill_batched(const Device& dev, size_t S, bool full, bool causal) {
     if (!(c ? causal : full)) continue;
     const double us = us_per_call(dev, [&] { flash_attn(q, k, v, scale, c); }, kLongIters);
     const double pairs = static_cast<double>(B) * (c ? 0.5 * S * (S + 1.0) : static_cast<double>(S) * S);
-    emit(batched_name(S, c), us, "tflops", 4.0 * pairs * h * d / (us * 1e-6) / 1e12);
+    emit(batched_name(S, d, c), us, "tflops", 4.0 * pairs * h * d / (us * 1e-6) / 1e12);
   }
 }
 
@@ -200,10 +200,11 @@ int main(int argc, char** argv) {
   for (auto [B, ctx] : {std::pair<size_t, size_t>{1, 512}, {1, 32768}, {8, 4096}, {64, 4096}})
     if (want("op_decode_B" + std::to_string(B) + "_ctx" + std::to_string(ctx))) decode(dev, B, ctx);
   if (want("op_prefill_A_varlen_d128_h16_causal")) prefill(dev);
-  for (size_t S : {1024, 4096, 16384}) {
-    const bool full = want(batched_name(S, false)), causal = want(batched_name(S, true));
-    if (full || causal) prefill_batched(dev, S, full, causal);
-  }
+  for (size_t d : {128, 256})
+    for (size_t S : {1024, 4096, 16384}) {
+      const bool full = want(batched_name(S, d, false)), causal = want(batched_name(S, d, true));
+      if (full || causal) prefill_batched(dev, S, d, full, causal);
+    }
   for (auto [B, ctx] : {std::pair<size_t, size_t>{1, 512}, {8, 4096}}) {
     const std::string tag = "_B" + std::to_string(B) + "_ctx" + std::to_string(ctx);
     if (want("step32_eager" + tag) || want("step32_graph" + tag)) graph_step(dev, B, ctx);

@@ -5,8 +5,8 @@ clock). Decode: one query per sequence, GQA 32/8, d128, through
 torch.nn.functional.scaled_dot_product_attention with the cuDNN and flash backends on
 contiguous K/V. Prefill A: torch.nn.attention.varlen.varlen_attn over the 32 sequences of
 bench_util.h's varlen_lengths, d128 h16, causal. Prefill B: SDPA (cuDNN, flash) over 16k
-tokens in sequences of 1k, 4k and 16k, d128 h16, full and causal. Prints one JSON line per
-(backend, case) and writes them to --json FILE."""
+tokens in sequences of 1k, 4k and 16k, d128 h16 and d256 h8, full and causal. Prints one
+JSON line per (backend, case) and writes them to --json FILE."""
 import argparse
 import inspect
 import json
@@ -80,12 +80,11 @@ def prefill_varlen():
 
 
 def prefill_batched():
-    h, d = 16, 128
-    for S in (1024, 4096, 16384):
-        B = 16384 // S
+    for d, S in ((d, S) for d in (128, 256) for S in (1024, 4096, 16384)):
+        h, B = 2048 // d, 16384 // S
         q, k, v = (torch.randn(B, S, h, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2) for _ in range(3))
         for causal in (False, True):
-            case = f"op_prefill_B_S{S}_d128" + ("_causal" if causal else "")
+            case = f"op_prefill_B_S{S}_d{d}" + ("_causal" if causal else "")
             for name, backend in [("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)]:
                 try:
                     with sdpa_kernel(backend):
