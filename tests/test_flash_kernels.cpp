@@ -766,7 +766,7 @@ TEST_CASE("flash kernels: sanitizer subset") {
     c.hs = 256, c.page = 96, c.causal = false;
     c.sk = lengths(case_rng(), 3, 1, 400);
     cases.push_back(c);
-    // d96 on the 128-channel tiles (zeros past the head size), d192 on 96-key tiles unpaged
+    // d96 on the 128-channel tiles (zeros past the head size), d192 on 112-key tiles unpaged
     // and 64-key tiles paged
     c.name = "san: d96 paged 64 causal";
     c.hs = 96, c.page = 64, c.causal = true;

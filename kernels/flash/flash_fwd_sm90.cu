@@ -70,10 +70,10 @@ namespace {
 // with fewer channels (head size 96 on the 128 shape) reads zeros past its head size and
 // stores only its own channels. N keys per tile: 128 up to D = 128; above it, where a 64 x D
 // f32 O per warpgroup already takes D / 2 registers per thread, 64 (paged K/V, whole 32-key
-// quarters of a page) or, unpaged, 96 at D = 192 and 80 at D = 256 (launch() below).
+// quarters of a page) or, unpaged, 112 at D = 192 and 80 at D = 256 (launch() below).
 // Shared-memory stages of K/V: three where they fit (tiles j + 1 and j + 2 load while tile j
 // computes; measured 0.5-1.5% faster than two at D = 128 on the H200), else two (D = 256,
-// and the wider tiles at D = 192: Q and two stages take 192-225 KiB) and in the cp.async
+// and the wider tiles at D = 192: Q and two stages take 216-225 KiB) and in the cp.async
 // kernel when paged (its block ids are read one tile ahead).
 template <int D, int M = 128, int N = (D > 128 ? 64 : 128)>
 struct Shape {
@@ -957,12 +957,12 @@ void launch(const FlashFwdParams& p, cudaStream_t st) {
       const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
       if ((p.window_right < 0 || max_sq > 1024) && launch_tma<Shape<D, 192>, Elem, kPaged>(p, st)) return;
     }
-    // Unpaged head sizes 192 and 256: 96- and 80-key tiles in two stages, 6-10% faster than
+    // Unpaged head sizes 192 and 256: 112- and 80-key tiles in two stages, 6-12% faster than
     // 64-key tiles from 4k tokens up (3% slower at d256 causal over 1k-token sequences;
     // measured on the H200, bench/RESULTS.md). The larger products leave the softmax less
-    // of each tile's time; 80 keys is the widest tile whose two stages fit at D = 256.
+    // of each tile's time; each is the widest tile (in 16-key steps) whose two stages fit.
     if constexpr (D > 128 && !kPaged)
-      if (launch_tma<Shape<D, 128, D == 256 ? 80 : 96>, Elem, kPaged>(p, st)) return;
+      if (launch_tma<Shape<D, 128, D == 256 ? 80 : 112>, Elem, kPaged>(p, st)) return;
     if (launch_tma<Shape<D>, Elem, kPaged>(p, st)) return;
   }
   dim3 grid;

@@ -171,9 +171,13 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 #define WICK_WGMMA_D48 \
   WICK_WGMMA_D40, \
   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+#define WICK_WGMMA_D56 \
+  WICK_WGMMA_D48, \
+  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55])
 #define WICK_WGMMA_R32 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}"
 #define WICK_WGMMA_R64 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}"
 #define WICK_WGMMA_R40 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39}"
+#define WICK_WGMMA_R56 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55}"
 #define WICK_WGMMA_R48 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47}"
 // One wgmma statement: SHAPE "m64nNk16", TYPES "bf16.bf16" or "f16.f16", REGS the accumulator
 // list, the numbers of the operands after it, then the accumulator operands.
@@ -195,11 +199,12 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 // sets D = A * B (the previous D is ignored).
 template <int N, class Elem, bool kTransposed = false>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int accumulate) {
-  static_assert(N == 64 || N == 128 || ((N == 80 || N == 96) && !kTransposed),
+  static_assert(N == 64 || N == 128 || ((N == 80 || N == 96 || N == 112) && !kTransposed),
                 "m64n64k16, m64n128k16, or K-major m64n80k16 / m64n96k16");
   static_assert(std::is_same_v<Elem, __nv_bfloat16> || std::is_same_v<Elem, __half>, "bf16 or f16 inputs");
 #define WICK_SS_N80(TYPES, T) WICK_WGMMA_SS("m64n80k16", TYPES, WICK_WGMMA_R40, "40", "41", "42", T, WICK_WGMMA_D40)
 #define WICK_SS_N96(TYPES, T) WICK_WGMMA_SS("m64n96k16", TYPES, WICK_WGMMA_R48, "48", "49", "50", T, WICK_WGMMA_D48)
+#define WICK_SS_N112(TYPES, T) WICK_WGMMA_SS("m64n112k16", TYPES, WICK_WGMMA_R56, "56", "57", "58", T, WICK_WGMMA_D56)
 #define WICK_SS_N64(TYPES, T) WICK_WGMMA_SS("m64n64k16", TYPES, WICK_WGMMA_R32, "32", "33", "34", T, WICK_WGMMA_D32)
 #define WICK_SS_N128(TYPES, T) \
   WICK_WGMMA_SS("m64n128k16", TYPES, WICK_WGMMA_R64, "64", "65", "66", T, WICK_WGMMA_D64)
@@ -212,7 +217,9 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uin
   if constexpr (N == 128 && kTransposed) { WICK_SS_TYPES(WICK_SS_N128, "1, 1") }
   if constexpr (N == 80) { WICK_SS_TYPES(WICK_SS_N80, "0, 0") }
   if constexpr (N == 96) { WICK_SS_TYPES(WICK_SS_N96, "0, 0") }
+  if constexpr (N == 112) { WICK_SS_TYPES(WICK_SS_N112, "0, 0") }
 #undef WICK_SS_TYPES
+#undef WICK_SS_N112
 #undef WICK_SS_N96
 #undef WICK_SS_N80
 #undef WICK_SS_N128
@@ -240,10 +247,12 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[
 #undef WICK_WGMMA_RS
 #undef WICK_WGMMA_SS
 #undef WICK_WGMMA_R64
+#undef WICK_WGMMA_R56
 #undef WICK_WGMMA_R48
 #undef WICK_WGMMA_R40
 #undef WICK_WGMMA_R32
 #undef WICK_WGMMA_D64
+#undef WICK_WGMMA_D56
 #undef WICK_WGMMA_D48
 #undef WICK_WGMMA_D40
 #undef WICK_WGMMA_D32
