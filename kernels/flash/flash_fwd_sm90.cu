@@ -957,7 +957,7 @@ void launch(const FlashFwdParams& p, cudaStream_t st) {
       const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
       if ((p.window_right < 0 || max_sq > 1024) && launch_tma<Shape<D, 192>, Elem, kPaged>(p, st)) return;
     }
-    // Unpaged head sizes 192 and 256: 112- and 80-key tiles in two stages, 6-12% faster than
+    // Unpaged head sizes 192 and 256: 112- and 80-key tiles in two stages, 6-14% faster than
     // 64-key tiles from 4k tokens up (3% slower at d256 causal over 1k-token sequences;
     // measured on the H200, bench/RESULTS.md). The larger products leave the softmax less
     // of each tile's time; each is the widest tile (in 16-key steps) whose two stages fit.
