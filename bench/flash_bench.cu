@@ -8,9 +8,12 @@
 //   C  A through a paged K/V cache (page 64, shuffled block table)
 //   D  paged decode: one query per sequence, GQA 32/8, d128, page 64, shuffled;
 //      (B, ctx) = (64, 4096), (64, 16384), (128, 8192), (1, 32768); K+V bytes / time
-//   E  the other head sizes of the Hopper kernels (only when named): 16k tokens, seqlen 4k and
-//      16k, d 96 / 192, 16 heads, causal and not
+//   E  the other head sizes of the Hopper kernels (only when named): 16k tokens, seqlen 1k, 4k
+//      and 16k, d 96 / 192, 16 heads, causal and not
 //   copy: a device-to-device copy of 2 GiB (read + write bytes / time), the bandwidth roof
+//   P  D with head-major pages (only when named): the same cache bytes laid out as (blocks,
+//      heads, page rows, d), so each head's page is one contiguous 16 KiB piece, as in the
+//      (B, heads, ctx, d) K/V the cuDNN peer reads; rows of a head are page-stride apart in D
 //   S  decode split-KV counts (tuning, only when named): B = 1, ctx 512 and 2048, the
 //      launcher's count and forced counts 1, 2, 4, 8, 16; B = 1 ctx 32768, 8 to 33 splits;
 //      B = 8 ctx 4096, 1 to 8 splits
@@ -280,8 +283,8 @@ double run_prefill(const std::string& name, const Prefill& w) {
 
 // Group D: the launcher chooses the split-KV count. Group S (sweep): splits > 0 forces it,
 // 0 lets the launcher choose ("auto").
-void run_decode(int B, int ctx, int splits = 0, bool sweep = false) {
-  const std::string name = std::string(sweep ? "S" : "D") + "_decode_B" + std::to_string(B) + "_ctx" +
+void run_decode(int B, int ctx, int splits = 0, bool sweep = false, bool head_major = false) {
+  const std::string name = std::string(sweep ? "S" : head_major ? "P" : "D") + "_decode_B" + std::to_string(B) + "_ctx" +
                            std::to_string(ctx) +
                            (sweep ? "_splits" + (splits > 0 ? std::to_string(splits) : std::string("auto")) : "");
   if (!selected(name)) return;
@@ -310,7 +313,8 @@ void run_decode(int B, int ctx, int splits = 0, bool sweep = false) {
   p.cu_seqlens_k = static_cast<const uint32_t*>(cuk_d.p);
   p.max_seqlen_q = 1, p.max_seqlen_k = ctx, p.total_q = B;
   p.q_row_stride = p.o_row_stride = int64_t(h) * d, p.q_head_stride = p.o_head_stride = d;
-  p.k_row_stride = p.v_row_stride = int64_t(hk) * d, p.k_head_stride = p.v_head_stride = d;
+  p.k_row_stride = p.v_row_stride = head_major ? d : int64_t(hk) * d;
+  p.k_head_stride = p.v_head_stride = head_major ? int64_t(page) * d : d;
   p.k_batch_stride = p.v_batch_stride = int64_t(page) * hk * d;
   p.lse_head_stride = B;
   p.block_table = static_cast<const int32_t*>(table.p);
@@ -368,7 +372,7 @@ int main(int argc, char** argv) {
         }
   }
   if (only.find('E') != std::string::npos) {
-    for (int S : {4096, 16384})
+    for (int S : {1024, 4096, 16384})
       for (int d : {96, 192})
         for (bool causal : {false, true}) {
           Prefill w;
@@ -437,6 +441,12 @@ int main(int argc, char** argv) {
     run_decode(64, 16384);
     run_decode(128, 8192);
     run_decode(1, 32768);
+  }
+  if (only.find('P') != std::string::npos) {
+    run_decode(64, 4096, 0, false, true);
+    run_decode(64, 16384, 0, false, true);
+    run_decode(128, 8192, 0, false, true);
+    run_decode(1, 32768, 0, false, true);
   }
   if (only.find('S') != std::string::npos) {  // decode, forced split counts (tuning)
     if (selected("S_empty_kernel")) {  // the harness's floor: one launch of an empty kernel

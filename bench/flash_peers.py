@@ -141,7 +141,7 @@ def main():
     if "D" in args.only:
         run_d()
     if "E" in args.only:  # the other head sizes: 16 heads of 96 or 192 channels
-        run_b("E", (4096, 16384), (96, 192), 16)
+        run_b("E", (1024, 4096, 16384), (96, 192), 16)
 
 
 if __name__ == "__main__":
