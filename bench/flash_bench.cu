@@ -281,11 +281,11 @@ double run_prefill(const std::string& name, const Prefill& w) {
   return ms;
 }
 
-// Group D: the launcher chooses the split-KV count. Group S (sweep): splits > 0 forces it,
+// Groups D and P: the launcher chooses the split-KV count. Group S (sweep): splits > 0 forces it,
 // 0 lets the launcher choose ("auto").
 void run_decode(int B, int ctx, int splits = 0, bool sweep = false, bool head_major = false) {
-  const std::string name = std::string(sweep ? "S" : head_major ? "P" : "D") + "_decode_B" + std::to_string(B) + "_ctx" +
-                           std::to_string(ctx) +
+  const std::string group = sweep ? "S" : head_major ? "P" : "D";
+  const std::string name = group + "_decode_B" + std::to_string(B) + "_ctx" + std::to_string(ctx) +
                            (sweep ? "_splits" + (splits > 0 ? std::to_string(splits) : std::string("auto")) : "");
   if (!selected(name)) return;
   const int h = 32, hk = 8, d = 128, page = 64;
