@@ -436,17 +436,10 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  if (want("D")) {
-    run_decode(64, 4096);
-    run_decode(64, 16384);
-    run_decode(128, 8192);
-    run_decode(1, 32768);
-  }
-  if (only.find('P') != std::string::npos) {
-    run_decode(64, 4096, 0, false, true);
-    run_decode(64, 16384, 0, false, true);
-    run_decode(128, 8192, 0, false, true);
-    run_decode(1, 32768, 0, false, true);
+  for (bool head_major : {false, true}) {  // D, then P (only when named)
+    if (head_major ? only.find('P') == std::string::npos : !want("D")) continue;
+    for (auto [B, ctx] : {std::pair{64, 4096}, std::pair{64, 16384}, std::pair{128, 8192}, std::pair{1, 32768}})
+      run_decode(B, ctx, 0, false, head_major);
   }
   if (only.find('S') != std::string::npos) {  // decode, forced split counts (tuning)
     if (selected("S_empty_kernel")) {  // the harness's floor: one launch of an empty kernel
