@@ -25,7 +25,7 @@ command -v compute-sanitizer >/dev/null || { echo "compute-sanitizer not found (
 
 # The subsets (doctest test-case name filters).
 flash_small="flash kernels: sanitizer subset,flash kernels: decode*"
-many_tiles="flash kernels: more query tiles*"
+many_tiles="flash kernels: more query tiles*,flash kernels: eager calls and a captured graph*"
 attention="attention: random*,attention: NaN and inf propagate;*,attention: two runs*,attention: +inf*"
 memcheck_set="ops:*,sizes:*,integers:*,copy_into:*,autograd: *,$attention,attention backward*,attention: long*,$flash_small,$many_tiles,flash kernels: paged*,gradcheck cuda*"
 racecheck_set="flash kernels: sanitizer subset,$many_tiles,attention backward: sweep*,attention backward: paged*,ops: long rows*"
@@ -54,8 +54,9 @@ run memcheck 900 "$memcheck_set" --report-api-errors no
 # On a Hopper GPU the sm_90a kernels take most flash calls; the sm_80 family (Ampere's
 # kernels, and Hopper's for what the sm_90a ones do not cover) gets its own memcheck pass.
 LOG_NAME=memcheck-sm80 RUN_ENV=WICK_FLASH_SM90=0 run memcheck 300 "$flash_small"
-# The Hopper forward walks several query tiles per CTA by default; this pass runs it with one
-# CTA per tile, and the test with more tiles than SMs by both.
+# The Hopper forward's CTAs take several query tiles each by default (claimed from a counter
+# in eager calls, the fixed walk in captured graphs: the many-tile tests run both); this pass
+# runs it with one CTA per tile.
 LOG_NAME=memcheck-per-tile RUN_ENV=WICK_FLASH_SM90_PERSISTENT=0 run memcheck 300 \
   "flash kernels: sanitizer subset,$many_tiles"
 run racecheck 900 "$racecheck_set" --racecheck-report all

@@ -18,12 +18,14 @@
 //                   accelerator for each tile (bulk copies) and mbarriers hand stages between
 //                   it and the two consumer warpgroups, which take turns issuing their
 //                   products and compute each tile's softmax while products run. Persistent:
-//                   one CTA per SM walks query tiles (cta_tile), the producer running ahead
-//                   into the next tile's keys and each consumer warpgroup copying its next
-//                   Q rows while its last products run, so a tile's start and end cost no
-//                   idle SM; above head size 128 the next tile's first S goes out beside
-//                   the last O += P V, and the rows are written while it runs.
-//                   WICK_FLASH_SM90_PERSISTENT=0 starts one CTA per tile instead.
+//                   one CTA per SM takes query tiles until none is left, each from a
+//                   counter shared by the CTAs (claim_tile), so a CTA that drew short tiles
+//                   takes more of them; the producer publishes each tile to the consumers
+//                   and runs ahead into the next tile's keys, and each consumer warpgroup
+//                   copies its next Q rows while its last products run, so a tile's start
+//                   and end cost no idle SM; above head size 128 the next tile's first S
+//                   goes out beside the last O += P V, and the rows are written while it
+//                   runs. WICK_FLASH_SM90_PERSISTENT=0 starts one CTA per tile instead.
 //   fwd_kernel      calls the copy engine cannot describe, and every call with
 //                   WICK_FLASH_SM90_TMA=0: every thread issues cp.async copies, one block
 //                   barrier per tile.
@@ -55,6 +57,7 @@
 
 #include "kernels/flash/flash_common.cuh"
 #include "kernels/flash/flash_instances.h"
+#include "kernels/flash/flash_launch.h"
 #include "kernels/flash/flash_mma.cuh"
 #include "kernels/flash/hopper.cuh"
 #include "kernels/flash/tile_order.h"
@@ -166,12 +169,45 @@ __device__ __forceinline__ bool find_tile(const FlashFwdParams& p, TileOrder ord
   return true;
 }
 
-// The tile of round r of a persistent CTA: rounds of gridDim.x tiles, walked forwards in
-// even rounds and backwards in odd ones (walk_index, tile_order.h), so that under a causal
-// mask each CTA's long and short tiles pair up and the CTAs finish together; striding by
-// gridDim.x instead left the CTAs of the first columns up to 13% more work.
+// Whether tile `index` has rows (its first row inside its sequence): the test find_tile
+// starts with, alone, for the producer's few registers.
+template <class Sh>
+__device__ __forceinline__ bool tile_has_rows(const FlashFwdParams& p, TileOrder order, int index) {
+  const TileSlot slot = tile_slot(order, p.num_heads * p.batch, index);
+  return slot.m_block * Sh::kBlockM < seq_bounds(p, slot.column / p.num_heads).sq;
+}
+
+// The tile of round r of a persistent CTA in the fixed walk: rounds of gridDim.x tiles,
+// walked forwards in even rounds and backwards in odd ones (walk_index, tile_order.h), so
+// that under a causal mask each CTA's long and short tiles pair up and the CTAs finish
+// together; striding by gridDim.x instead left the CTAs of the first columns up to 13% more
+// work. Over sequences of varied lengths no fixed walk evens out the CTAs' work, which the
+// lengths (on the device) decide: there the CTAs claim tiles from a shared counter instead
+// (claim_tile), and the walk serves the calls that have no counter.
 __device__ __forceinline__ int cta_tile(int r) {
   return walk_index(r, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
+}
+
+// The n-th tile index of this CTA (n = 0, 1, ...), `tiles` when none is left. With a counter
+// (sched: two zeroed ints, the launch's own), the CTA's first tile is its blockIdx.x and each
+// later one the next unclaimed index after the grid's first tiles, so tiles go out in index
+// order to whichever CTA asks first, and every CTA ends within about one tile of the others.
+// The last CTA to run out sets the counter back to zero for the next launch on the stream.
+// Without one: the fixed walk, cta_tile(n). One thread per CTA asks, in order.
+__device__ __forceinline__ int claim_tile(int* sched, int n, int tiles) {
+  if (sched == nullptr) {
+    const int rounds = (tiles + gridDim.x - 1) / gridDim.x;
+    return n < rounds ? min(cta_tile(n), tiles) : tiles;
+  }
+  if (n == 0) return static_cast<int>(blockIdx.x);
+  const unsigned index = gridDim.x + static_cast<unsigned>(atomicAdd(&sched[0], 1));
+  if (index < static_cast<unsigned>(tiles)) return static_cast<int>(index);
+  __threadfence();  // this CTA's last claim, before it counts itself out
+  if (atomicAdd(&sched[1], 1) == static_cast<int>(gridDim.x) - 1) {
+    __threadfence();  // every CTA has counted itself out: no claim is still coming
+    sched[0] = 0, sched[1] = 0;
+  }
+  return tiles;
 }
 
 // The rows and columns a consumer thread owns: rows row_lo and row_lo + 8 of the tile's
@@ -507,7 +543,7 @@ __device__ __forceinline__ void st_shared_zero16(uint32_t addr) {
 // runs while its own and the other warpgroups' products do.
 template <class Sh, class Elem, bool kPaged>
 __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
-    fwd_kernel_tma(const FlashFwdParams p, TileOrder order, int tiles, int piece_shift,
+    fwd_kernel_tma(const FlashFwdParams p, TileOrder order, int tiles, int* sched, int piece_shift,
                    const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v) {
   static_assert(!kPaged || Sh::kBlockN % 32 == 0, "paged: whole 32-key pieces");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -525,8 +561,12 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
   constexpr uint32_t kTileBytes = Sh::kTileBytes;
   constexpr int kS = Sh::template kStages<false>;  // paged or not: the producer reads block ids itself
   extern __shared__ unsigned char smem_raw[];
-  // full_k[kS], full_v[kS], empty_k[kS], empty_v[kS], tail[kS]
-  __shared__ __align__(8) uint64_t barriers[5 * kS];
+  // full_k[kS], full_v[kS], empty_k[kS], empty_v[kS], tail[kS], then the tile slots' barriers:
+  // published[kSlots] (the producer wrote the slot) and taken[kSlots] (every consumer thread
+  // is done with it)
+  constexpr int kSlots = 4;
+  __shared__ __align__(8) uint64_t barriers[5 * kS + 2 * kSlots];
+  __shared__ int tile_slots[kSlots];
   if (call_faulted(p)) {
     write_fault_outputs<Elem>(p, blockIdx.x, gridDim.x);
     return;
@@ -536,9 +576,11 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
   const uint32_t sQ = base, sK = base + Sh::kQBytes, sV = sK + kS * kTileBytes;
   const uint32_t full_k = smem_addr(&barriers[0]), full_v = full_k + 8 * kS;
   const uint32_t empty_k = full_v + 8 * kS, empty_v = empty_k + 8 * kS, tail = empty_v + 8 * kS;
+  const uint32_t published = tail + 8 * kS, taken = published + 8 * kSlots;
   if (tid == 0) {
     for (int s = 0; s < 2 * kS; ++s) mbar_init(full_k + 8 * s, 1), mbar_init(empty_k + 8 * s, kThreads / 32);
     for (int s = 0; s < kS; ++s) mbar_init(tail + 8 * s, 1);
+    for (int s = 0; s < kSlots; ++s) mbar_init(published + 8 * s, 1), mbar_init(taken + 8 * s, kThreads);
     fence_barrier_init();
   }
   __syncthreads();
@@ -550,22 +592,43 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
   // tail barrier runs two phases ahead of a waiting thread). Batched unpaged K/V need none of
   // it: rows past seqlen_k are outside the tensor the copy engine reads, so zeros.
   const bool zero_tail = kPaged || p.cu_seqlens_k != nullptr;
-  // The CTA's query tiles: cta_tile(r) for rounds r = 0, 1, ... (one tile per CTA when the
-  // grid has a CTA per tile). Both roles walk the same tiles and count key tiles in `it`
-  // (stage it % kS, its (it / kS)-th use), so their barrier phases agree.
-  const int rounds = (tiles + gridDim.x - 1) / gridDim.x;
+  // The CTA's query tiles: the producer claims them (claim_tile), skips those without rows
+  // (past a shorter sequence's end) and publishes the others, then `tiles`, in a ring of
+  // kSlots slots: round r's tile index in slot r % kSlots, for the (r / kSlots)-th time. Both
+  // roles walk the published tiles and count key tiles in `it` (stage it % kS, its
+  // (it / kS)-th use), so their barrier phases agree.
 
   if (warp >= kThreads / 32) {  // the producer warpgroup
     setmaxnreg_dec<kProducerRegs>();
     if (warp != kThreads / 32) return;
+    // Publishes the CTA's next tile with rows and returns its index (`tiles`: none left).
+    int claims = 0, rounds = 0;
+    auto publish_next = [&]() {
+      for (;;) {
+        int index = 0;
+        if (lane == 0) index = claim_tile(sched, claims, tiles);
+        index = __shfl_sync(0xffffffffu, index, 0);
+        ++claims;
+        if (index < tiles && !tile_has_rows<Sh>(p, order, index)) continue;
+        const int slot = rounds % kSlots;
+        if (rounds >= kSlots) mbar_wait(taken + 8 * slot, (rounds / kSlots - 1) & 1);
+        if (lane == 0) {
+          tile_slots[slot] = index;
+          mbar_arrive(published + 8 * slot);  // releases the slot's write to the waiting consumers
+        }
+        ++rounds;
+        return index;
+      }
+    };
     // Paged: a tile is pieces of 2^piece_shift rows (32 or 64, the map's box), each inside one
     // page; the pieces past sk are not copied.
     const int piece = 1 << piece_shift;
     int it = 0;
-    for (int r = 0; r < rounds; ++r) {
-      const int index = cta_tile(r);
+    // The next tile is claimed once this one's last key tile is asked for, kS tiles ahead of
+    // the consumers, so the claim's round trip to global memory runs while they work.
+    for (int index = publish_next(); index < tiles; index = publish_next()) {
       TileWork w;
-      if (index >= tiles || !find_tile<Sh>(p, order, index, w)) continue;
+      find_tile<Sh>(p, order, index, w);  // true: only tiles with rows are published
       auto pieces = [&](int nb) {
         return min(kBlockN >> piece_shift, (w.sb.sk - nb * kBlockN + piece - 1) >> piece_shift);
       };
@@ -653,13 +716,23 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
     }
     cp_async_commit();
   };
-  // The next tile of this CTA with keys to see, after round r, into nw (-1: none).
+  // The tile index of round r, once the producer has published it (every lane waits). A
+  // thread reads rounds r and r + 1 during round r and gives slot r back (give_back) after it:
+  // at the start of round r + 1 above head size 128, at the end of round r below (either is
+  // correct; each keeps the consumers' spills at or below those of a loop without slots:
+  // the other form spilled 100-450 bytes more on the other shapes).
+  auto tile_of = [&](int r) {
+    mbar_wait(published + 8 * (r % kSlots), (r / kSlots) & 1);
+    return tile_slots[r % kSlots];
+  };
+  constexpr bool kGiveBackAtStart = kD > 128;
+  auto give_back = [&](int r) {  // every thread, after its own reads of the slot
+    mbar_arrive(taken + 8 * (r % kSlots));
+  };
+  // The next round's tile if it has keys to see, into nw (-1: none, or no keys).
   auto next_with_keys = [&](int r, TileWork& nw) {
-    for (++r; r < rounds; ++r) {
-      const int index = cta_tile(r);
-      if (index < tiles && find_tile<Sh>(p, order, index, nw) && nw.nb_lo < nw.nb_hi) return index;
-    }
-    return -1;
+    const int index = tile_of(r + 1);
+    return index < tiles && find_tile<Sh>(p, order, index, nw) && nw.nb_lo < nw.nb_hi ? index : -1;
   };
   // Turns: warpgroup g issues its products after bar_sync(2 + g) and hands the turn to the
   // next warpgroup with bar_arrive(2 + (g + 1) % kWG); each barrier counts the two
@@ -726,10 +799,12 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
   // turn of the tile before, beside that tile's last O += P V (below), so the tensor cores
   // compute it while the tile before writes its rows.
   bool started = false;
-  for (int r = 0; r < rounds; ++r) {
-    const int index = cta_tile(r);
+  for (int r = 0;; ++r) {
+    if (kGiveBackAtStart && r > 0) give_back(r - 1);
+    const int index = tile_of(r);
+    if (index >= tiles) break;
     TileWork w;
-    if (index >= tiles || !find_tile<Sh>(p, order, index, w)) continue;
+    find_tile<Sh>(p, order, index, w);  // true: only tiles with rows are published
     const Fragment f = fragment_of(w);
     if (!started) start_rows();
     if (w.nb_lo < w.nb_hi) {
@@ -779,9 +854,8 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
       // 0.93-1.01x, where three consumer warpgroups of 160 registers spilled twice the bytes.
       constexpr bool kChainTiles = kD > 128;
       TileWork nw;
-      const int next = r + 1 < rounds ? cta_tile(r + 1) : tiles;
-      const bool chain = kChainTiles && next < tiles && q_index == next && find_tile<Sh>(p, order, next, nw) &&
-                         nw.nb_lo < nw.nb_hi;
+      const int next = kChainTiles ? next_with_keys(r, nw) : -1;
+      const bool chain = next >= 0 && q_index == next;
       wait_v(w, w.nb_hi - 1, it - 1);
       if (chain) {
         cp_async_wait<0>();
@@ -802,6 +876,7 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
         wgmma_wait<0>();  // the next tile's first S
         first_softmax(s, nw, r + 1);
         started = true;
+        if (!kGiveBackAtStart) give_back(r);
         continue;
       }
       bar_sync(my_turn, kTurn);
@@ -813,6 +888,7 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
       release(kSplitKV ? empty_v : empty_k, it - 1);
     }
     write_rows<kD, Elem>(p, w, f, o, m_run, l_run, sc);
+    if (!kGiveBackAtStart) give_back(r);
   }
   if (wg == 0) bar_sync(2, kTurn);
   cp_async_wait<0>();  // no copy may still be landing when the CTA exits
@@ -936,11 +1012,22 @@ bool launch_tma(const FlashFwdParams& p, cudaStream_t st) {
   TileOrder order;
   const int tiles = grid_of<Sh>(p, persistent ? sm_count() : INT_MAX, grid, order);
   if (tiles == 0) return true;
+  // Over sequences of varied lengths (varlen, paged) the CTAs claim tiles from a counter of
+  // the stream's workspace (claim_tile) when they take several: on the H200, workload A and
+  // C 1.03-1.10x the fixed walk (d64 causal 1.00-1.03x). Over sequences of one length every
+  // column has the same tiles and the walk (with its causal pairs) stays: claims there
+  // measured 0.95-1.05x (bench/RESULTS.md). The walk also serves calls while the stream is
+  // captured into a CUDA graph (no workspace), and every call with WICK_FLASH_SM90_CLAIM=0.
+  static const bool claim = not_switched_off("WICK_FLASH_SM90_CLAIM");
+  int* sched = nullptr;
+  SplitWorkspace ws;
+  if (claim && p.cu_seqlens_q != nullptr && static_cast<int64_t>(grid.x) < tiles && split_workspace(st, 2, 0, ws))
+    sched = ws.counters;
   auto kernel = fwd_kernel_tma<Sh, Elem, kPaged>;
   constexpr int smem = Sh::template kSmem<false>;
   static bool smem_set[kSmemLimitDevices] = {};
   raise_smem_limit_once(kernel, smem, smem_set);
-  WICK_CUDA_CHECK(launch_programmatic(kernel, grid, dim3(Sh::kThreads + 128), smem, st, p, order, tiles,
+  WICK_CUDA_CHECK(launch_programmatic(kernel, grid, dim3(Sh::kThreads + 128), smem, st, p, order, tiles, sched,
                                       piece_shift, map_k, map_v));
   return true;
 }

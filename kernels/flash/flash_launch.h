@@ -14,9 +14,10 @@ namespace wick::kernels::flash {
 template <int D, FlashDType DT>
 void run_flash_hdim(const FlashFwdParams& params, void* stream, bool decode, const DeviceChecks* checks);
 
-// Split-KV workspace of an eager launch on `stream` (current device): `counters` holds at
-// least `tiles` zeroed tile counters (the kernel resets each after use, so one array serves
-// every launch on the stream) and `scratch` at least `floats` floats for the partials.
+// The workspace of an eager launch on `stream` (current device): `counters` holds at least
+// `tiles` zeroed counters (the kernel resets each after use, so one array serves every launch
+// on the stream: the split-KV tiles' counters, or the Hopper forward's tile claims) and
+// `scratch` at least `floats` floats for the split-KV partials.
 // Made on the stream's first split launch and grown when a launch needs more, stream-ordered
 // (no host wait); a grown buffer's predecessor is kept, never freed, so a launch that
 // obtained it from another thread stays valid (the memory held is at most twice the largest
