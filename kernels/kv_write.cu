@@ -14,12 +14,14 @@ constexpr int kThreads = 128;
 // One block per new row: both caches, every head, every channel. Each thread loads all it
 // copies before it stores (one memory round trip per pass rather than one per element),
 // in 16-byte pieces where the rows allow.
-// Launched programmatically: it waits for the kernel before it, then lets the next one (the
-// attention reading these rows, in a decode step) start launching.
+// Launched programmatically: it waits for the kernel before it. It does not let the next one
+// (the attention reading these rows, in a decode step) launch early: that kernel's CTAs would
+// be placed while these still hold SMs, and a split decode of about one CTA per SM then puts
+// two on some SMs, whose CTAs finish last (on the H200, a 32-layer step at B = 8 ctx 4096
+// took 56 us per layer so, 43 when the attention started on idle SMs; bench/RESULTS.md).
 template <class U>
 __global__ void __launch_bounds__(kThreads) kv_write_kernel(const KvWriteArgs a) {
   wait_for_prior_grid();
-  allow_dependents_to_launch();
   const int64_t i = blockIdx.x;
   const int64_t slot = a.slots[i];
   if (slot < 0 || slot >= a.num_blocks * a.page) {

@@ -25,7 +25,7 @@ command -v compute-sanitizer >/dev/null || { echo "compute-sanitizer not found (
 
 # The subsets (doctest test-case name filters).
 flash_small="flash kernels: sanitizer subset,flash kernels: decode*"
-many_tiles="flash kernels: more query tiles*,flash kernels: eager calls and a captured graph*"
+many_tiles="flash kernels: more query tiles*,flash kernels: eager calls and captured graphs*"
 attention="attention: random*,attention: NaN and inf propagate;*,attention: two runs*,attention: +inf*"
 memcheck_set="ops:*,sizes:*,integers:*,copy_into:*,autograd: *,$attention,attention backward*,attention: long*,$flash_small,$many_tiles,flash kernels: paged*,gradcheck cuda*"
 racecheck_set="flash kernels: sanitizer subset,$many_tiles,attention backward: sweep*,attention backward: paged*,ops: long rows*"

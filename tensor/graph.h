@@ -14,7 +14,13 @@
 // inside the capture (scratch) are fine; a tensor allocated inside and kept is not (its
 // memory belongs to the capture): allocate outputs before and use the *_into calls. Run the
 // step once before capturing, so one-time set-up (handles, kernel attributes) is done.
+//
+// A graph also owns the scratch its captured calls keep from launch to launch (graph_workspace
+// below), so a captured call runs the same kernels as an eager one. Replays of one graph run
+// one after another (CUDA orders the launches of a graph), so they can share it.
 #pragma once
+#include <cstddef>
+
 #include "tensor/device.h"
 #include "tensor/stream.h"
 
@@ -42,5 +48,14 @@ class CudaGraph {
   void* graph_ = nullptr;  // cudaGraph_t
   void* exec_ = nullptr;   // cudaGraphExec_t
 };
+
+// The device memory an eager call keeps per stream (kernels/ uses it for split-KV partials and
+// for tile counters that every launch leaves at zero), for calls being captured by a CudaGraph:
+// while `stream` is a live CudaGraph's capture stream, points `counters` at `ints` zeroed ints
+// and `scratch` at `floats` floats, the same arrays for every call of that graph (grown on
+// demand: a grown array's predecessor stays until the graph goes, since launches captured
+// before may use it) and returns true. False for any other stream, such as one captured
+// directly through the CUDA runtime: the caller then allocates inside the capture. Thread-safe.
+bool graph_workspace(void* stream, size_t ints, size_t floats, int** counters, float** scratch);
 
 }  // namespace wick

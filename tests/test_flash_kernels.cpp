@@ -30,6 +30,8 @@
 #include "kernels/flash/contract.h"
 #include "kernels/flash/flash_fwd.h"
 #include "tensor/dtype.h"
+#include "tensor/graph.h"
+#include "tensor/stream.h"
 
 using wick::kernels::FlashDType;
 using wick::kernels::FlashFwdParams;
@@ -122,14 +124,23 @@ class Harness {
 
   // Runs the fast or the naive kernel with poisoned outputs; returns what it wrote, and
   // fails the test case if any element stayed NaN.
-  // captured: the fast call is captured into a CUDA graph on a stream of its own, and the
-  // graph launched once.
-  Result run(bool fast, int num_splits, bool captured = false) {
+  // capture: the fast call is captured into a CUDA graph, by a wick::CudaGraph (which keeps
+  // a workspace for it, like a stream for eager calls) or directly through the CUDA runtime
+  // on a stream of its own (none), and the graph launched once.
+  enum class Capture { None, Graph, Runtime };
+  Result run(bool fast, int num_splits, Capture capture = Capture::None) {
     FlashFwdParams p = params_;
     p.num_splits = num_splits;
     CUDA_OK(cudaMemset(out_->ptr, 0xff, out_->bytes));  // 0xffff: NaN in bf16 and f16
     CUDA_OK(cudaMemset(lse_->ptr, 0xff, lse_->bytes));  // NaN in f32
-    if (fast && captured) {
+    if (fast && capture == Capture::Graph) {
+      wick::CudaGraph graph(wick::Device::cuda(0));
+      graph.begin_capture();
+      wick::kernels::flash_fwd(p, wick::current_stream_handle());
+      graph.end_capture();
+      graph.replay();
+      CUDA_OK(cudaDeviceSynchronize());
+    } else if (fast && capture == Capture::Runtime) {
       cudaStream_t st = nullptr;
       CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
       CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed));
@@ -695,27 +706,42 @@ TEST_CASE("flash kernels: more query tiles than SMs (persistent CTAs walk severa
 }
 
 // On an sm_90 GPU the Hopper forward's persistent CTAs claim tiles from a counter in an eager
-// call (each launch leaves it at zero for the next) and take the fixed walk in a captured
-// graph: the same tiles, computed the same way, so the same bits. Many tiles of varied
-// lengths, so the claims reach every CTA; on other GPUs the same holds for their kernels.
+// call (each launch leaves it at zero for the next) and in a CudaGraph's capture (the graph's
+// counter), and take the fixed walk in a capture made through the CUDA runtime: the same
+// tiles, computed the same way, so the same bits. Many tiles of varied lengths, so the claims
+// reach every CTA; on other GPUs the same holds for their kernels. Split-KV decode likewise:
+// merged in place by the last split in eager calls and in a CudaGraph (its own partials and
+// counters), by the separate merge kernel in a runtime capture, with the same arithmetic.
 // (The claims' accuracy against float64 is the test of more query tiles than SMs above.)
-TEST_CASE("flash kernels: eager calls and a captured graph agree bitwise (tile claims, fixed walk)") {
+TEST_CASE("flash kernels: eager calls and captured graphs agree bitwise (tile claims, fixed walk, split merges)") {
   SKIP_WITHOUT_CUDA();
+  using Capture = Harness::Capture;
+  auto agree = [](Harness& hns, int splits) {
+    const Result first = hns.run(true, splits);
+    for (Capture how : {Capture::None, Capture::Graph, Capture::Graph, Capture::Runtime}) {
+      INFO("capture ", static_cast<int>(how));
+      const Result again = hns.run(true, splits, how);
+      CHECK(max_abs_diff(again.out, first.out) == 0);
+      CHECK(max_abs_diff(again.lse, first.lse) == 0);
+    }
+  };
   for (int hs : {128, 256}) {
     for (bool causal : {false, true}) {
       Case c = varlen_case("60 sequences 1-600, d" + std::to_string(hs) + (causal ? " causal" : ""), 60, 1, 600, hs);
       c.nh = 2, c.nhk = 1, c.causal = causal;
       Harness hns(c, next_salt());
       INFO("case ", c.name, " seed ", hns.seed());
-      const Result first = hns.run(true, 1);
-      const Result second = hns.run(true, 1);
-      const Result graph = hns.run(true, 1, true);
-      CHECK(max_abs_diff(second.out, first.out) == 0);
-      CHECK(max_abs_diff(graph.out, first.out) == 0);
-      CHECK(max_abs_diff(second.lse, first.lse) == 0);
-      CHECK(max_abs_diff(graph.lse, first.lse) == 0);
+      agree(hns, 1);
     }
   }
+  Case d;
+  d.name = "decode gqa 32/8 paged 64, 5 splits";
+  d.sq = {1, 1, 1};
+  d.sk = lengths(case_rng(), 3, 300, 2500);
+  d.nh = 32, d.nhk = 8, d.hs = 128, d.page = 64, d.causal = true;
+  Harness hns(d, next_salt());
+  INFO("case ", d.name, " seed ", hns.seed());
+  agree(hns, 5);
 }
 
 TEST_CASE("flash kernels: decode, forced split counts agree") {

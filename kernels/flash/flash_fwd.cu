@@ -21,6 +21,7 @@
 #include "kernels/flash/validate.h"
 #include "tensor/cuda_check.h"
 #include "tensor/error.h"
+#include "tensor/graph.h"
 
 namespace wick::kernels {
 namespace {
@@ -113,7 +114,8 @@ bool split_workspace(void* stream, int64_t tiles, size_t floats, SplitWorkspace&
   auto st = static_cast<cudaStream_t>(stream);
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   WICK_CUDA_CHECK(cudaStreamIsCapturing(st, &capture));
-  if (capture != cudaStreamCaptureStatusNone) return false;
+  if (capture != cudaStreamCaptureStatusNone)  // a CudaGraph's own arrays, or none
+    return ::wick::graph_workspace(stream, static_cast<size_t>(tiles), floats, &out.counters, &out.scratch);
   int dev = 0;
   WICK_CUDA_CHECK(cudaGetDevice(&dev));
   struct Entry {

@@ -1017,7 +1017,8 @@ bool launch_tma(const FlashFwdParams& p, cudaStream_t st) {
   // C 1.03-1.10x the fixed walk (d64 causal 1.00-1.03x). Over sequences of one length every
   // column has the same tiles and the walk (with its causal pairs) stays: claims there
   // measured 0.95-1.05x (bench/RESULTS.md). The walk also serves calls while the stream is
-  // captured into a CUDA graph (no workspace), and every call with WICK_FLASH_SM90_CLAIM=0.
+  // captured directly through the CUDA runtime (no workspace; a CudaGraph has one), and every
+  // call with WICK_FLASH_SM90_CLAIM=0.
   static const bool claim = not_switched_off("WICK_FLASH_SM90_CLAIM");
   int* sched = nullptr;
   SplitWorkspace ws;

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 
@@ -15,6 +16,16 @@
 #include "tensor/error.h"
 
 namespace wick::kernels::flash {
+
+// WICK_FLASH_MERGE_IN_PLACE=0 merges split-KV partials in the separate combine kernel in every
+// call (for comparisons; the split counts stay those of the in-place merge).
+inline bool merge_in_place_on() {
+  static const bool on = [] {
+    const char* v = std::getenv("WICK_FLASH_MERGE_IN_PLACE");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
 
 // Number of KV splits: 1 when the (tile, head, sequence) CTAs already fill the GPU's
 // resident slots; else as many splits as keep the CTAs within one per SM, with at least
@@ -124,7 +135,7 @@ void launch_flash_cfg(const FlashFwdParams& p, cudaStream_t st, int pack, const 
     const size_t slots_total = static_cast<size_t>(splits) * p.total_q * p.num_heads;
     const size_t floats = slots_total * (a.acc_dim + 1);
     SplitWorkspace ws;
-    if (a.n_col_chunks == 1 && split_workspace(st, tiles, floats, ws)) {
+    if (a.n_col_chunks == 1 && merge_in_place_on() && split_workspace(st, tiles, floats, ws)) {
       a.oacc = ws.scratch, a.tile_counters = ws.counters;  // merged in place
     } else {
       WICK_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&a.oacc), floats * sizeof(float), st));

@@ -21,9 +21,10 @@ void run_flash_hdim(const FlashFwdParams& params, void* stream, bool decode, con
 // Made on the stream's first split launch and grown when a launch needs more, stream-ordered
 // (no host wait); a grown buffer's predecessor is kept, never freed, so a launch that
 // obtained it from another thread stays valid (the memory held is at most twice the largest
-// need). False while the stream is being captured into a CUDA graph (the graph then owns its
-// scratch, and a separate combine kernel merges) or when `tiles` exceeds the counters'
-// capacity: the caller allocates per launch.
+// need). While the stream is being captured by a CudaGraph, that graph's arrays instead
+// (tensor/graph.h: they live as long as the graph). False while it is captured any other way
+// (the captured scratch is then the graph's, and a separate combine kernel merges) or when
+// `tiles` exceeds the counters' capacity: the caller allocates per launch.
 struct SplitWorkspace {
   int* counters = nullptr;
   float* scratch = nullptr;

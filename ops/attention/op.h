@@ -86,9 +86,9 @@ struct FlashAttnVarLen {
   // (out, lse) with lse (num_heads, total_q) f32.
   std::pair<Tensor, Tensor> forward_with_lse(const Tensor& q, const Tensor& k, const Tensor& v) const;
   // The forward into outputs the caller made: out like q (contiguous, q's dtype and device),
-  // lse (num_heads, total_q) f32 contiguous, or an undefined lse for none. Allocates nothing
-  // but split-KV scratch that it frees again, so it can be captured in a CUDA graph. Not
-  // recorded by autograd.
+  // lse (num_heads, total_q) f32 contiguous, or an undefined lse for none. Allocates no
+  // tensor, so it can be captured in a CUDA graph (its split-KV scratch is the CudaGraph's,
+  // tensor/graph.h). Not recorded by autograd.
   void forward_into(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse) const;
 };
 
