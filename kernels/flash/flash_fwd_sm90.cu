@@ -53,7 +53,6 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
-#include <cstring>
 
 #include "kernels/flash/flash_common.cuh"
 #include "kernels/flash/flash_instances.h"
@@ -895,12 +894,6 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
 #else
   __trap();  // built for sm_90a only; any other target has no body
 #endif
-}
-
-// An environment switch that is on unless set to "0".
-bool not_switched_off(const char* name) {
-  const char* v = std::getenv(name);
-  return !(v && std::strcmp(v, "0") == 0);
 }
 
 // Rows of one paged copy: 64 when pages and tiles are multiples of 64 (half the copies and

@@ -4,7 +4,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 #include <type_traits>
 
@@ -20,10 +19,7 @@ namespace wick::kernels::flash {
 // WICK_FLASH_MERGE_IN_PLACE=0 merges split-KV partials in the separate combine kernel in every
 // call (for comparisons; the split counts stay those of the in-place merge).
 inline bool merge_in_place_on() {
-  static const bool on = [] {
-    const char* v = std::getenv("WICK_FLASH_MERGE_IN_PLACE");
-    return !(v && std::string(v) == "0");
-  }();
+  static const bool on = not_switched_off("WICK_FLASH_MERGE_IN_PLACE");
   return on;
 }
 

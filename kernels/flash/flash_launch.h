@@ -1,10 +1,19 @@
 // Host-side entry of one compiled head-size instance (defined in flash_launch.cuh,
 // instantiated by kernels/flash/flash_fwd_hdim<D>.cu as kernels/flash/flash_instances.h lists).
 #pragma once
+#include <cstdlib>
+#include <cstring>
+
 #include "kernels/flash/flash_params.h"
 #include "kernels/flash/validate.h"
 
 namespace wick::kernels::flash {
+
+// An environment switch of the flash kernels (for comparisons): on unless set to "0".
+inline bool not_switched_off(const char* name) {
+  const char* v = std::getenv(name);
+  return !(v && std::strcmp(v, "0") == 0);
+}
 
 // Runs the tensor-core forward on head-size instance D (D >= params.head_size).
 // decode: use the decode tile shape with the GQA group packed into rows (the caller checked
