@@ -782,6 +782,58 @@ TEST_CASE("flash kernels: decode, forced split counts agree") {
   check_case(d);
 }
 
+// The decode shape (query rows x GQA group within 16) on every K/V layout; on an sm_90 GPU
+// the Hopper decode takes these (copy-engine tiles, block ids read 32 pages at a time, V
+// rows past a sequence's end zeroed in shared memory): batched K/V (rows past seqlen_k
+// outside the tensor), varlen K/V (the next sequence's rows follow), pages of 32 (two
+// pieces per 64-key tile) and 96 (not a multiple of 64), a single split walking more than
+// 32 pages, several query rows per sequence under a causal mask (16 rows: 4 queries x 4
+// heads), windows, lengths on and off the 64-key boundary, empty sequences, head size 96.
+TEST_CASE("flash kernels: decode shape on every K/V layout") {
+  SKIP_WITHOUT_CUDA();
+  std::vector<Case> cases;
+  {
+    Case c;
+    c.name = "decode batched K/V, gqa 8/2, d128";
+    c.varlen = false, c.sq = {1, 1, 1}, c.sk = {777, 777, 777};
+    c.nh = 8, c.nhk = 2, c.hs = 128, c.causal = true;
+    cases.push_back(c);
+    c.name = "decode batched K/V, sq 2, gqa 16/2, d64, window 100";
+    c.sq = {2, 2, 2}, c.sk = {320, 320, 320}, c.nh = 16, c.hs = 64, c.wl = 100, c.wr = 0, c.causal = false;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "decode varlen K/V, 4 queries x gqa 4 causal, d128";
+    c.sq = {4, 4, 4, 4}, c.sk = {64, 5, 200, 1000};
+    c.nh = 8, c.nhk = 2, c.hs = 128, c.causal = true;
+    cases.push_back(c);
+    c.name = "decode varlen K/V, empty sequences, d96";
+    c.sq = {1, 1, 0, 1}, c.sk = {0, 130, 40, 128}, c.hs = 96, c.nh = 4, c.nhk = 1;
+    cases.push_back(c);
+  }
+  for (int page : {32, 96, 256}) {
+    Case c;
+    c.name = "decode paged " + std::to_string(page) + ", gqa 32/8, d128";
+    c.sq = {1, 1, 1, 1}, c.sk = lengths(case_rng(), 4, 1, 2600);
+    c.sk[0] = 2 * page, c.sk[1] = 2 * page + 1;
+    c.nh = 32, c.nhk = 8, c.hs = 128, c.page = page, c.causal = true;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "decode paged 32, one split over 90 pages, f16 d64";
+    c.sq = {1, 1}, c.sk = {2880, 2001}, c.nh = 4, c.nhk = 4, c.hs = 64, c.page = 32, c.causal = true;
+    c.dtype = FlashDType::F16, c.num_splits = 1;
+    cases.push_back(c);
+    c.name = "decode paged 64, window 500, 6 splits";
+    c.sk = {3000, 700}, c.dtype = FlashDType::BF16, c.hs = 128, c.nh = 8, c.nhk = 1, c.page = 64;
+    c.causal = false, c.wl = 500, c.wr = 0, c.num_splits = 6;
+    cases.push_back(c);
+  }
+  for (const Case& c : cases) check_case(c);
+}
+
 // Small shapes for compute-sanitizer (memcheck / racecheck): every kernel (naive, prefill
 // with Q in registers and from shared memory, d512 column chunks, decode, combine), paged
 // and not, causal and not, tails.
@@ -851,8 +903,18 @@ TEST_CASE("flash kernels: sanitizer subset") {
     c.sq = {1, 1}, c.sk = {300, 129};
     c.nh = 8, c.nhk = 2, c.hs = 128, c.page = 64, c.causal = true, c.num_splits = 3;
     cases.push_back(c);
+    // the Hopper decode on an sm_90 GPU: varlen tails, and a window over pages of 32
+    c.name = "san: decode varlen d64 tails, 2 splits";
+    c.sq = {1, 2, 1}, c.sk = {70, 1, 190};
+    c.hs = 64, c.page = 0, c.nh = 8, c.nhk = 4, c.num_splits = 2;
+    cases.push_back(c);
+    c.name = "san: decode paged 32 d128 window";
+    c.sq = {1, 1}, c.sk = {2100, 33};
+    c.hs = 128, c.page = 32, c.nh = 4, c.nhk = 1, c.num_splits = 0, c.causal = false, c.wl = 90, c.wr = 0;
+    cases.push_back(c);
     // d512 computes its output in two column chunks: the splits merge in the combine kernel
     // instead of in place
+    c.wl = c.wr = -1, c.causal = true, c.num_splits = 3;
     c.name = "san: d512 split 3 (combine kernel)";
     c.sq = {3, 1}, c.sk = {300, 70};
     c.hs = 512, c.page = 0, c.nh = 2, c.nhk = 1;

@@ -172,12 +172,121 @@ __device__ __forceinline__ bool checks_fail_here(const FlashFwdParams& p, const 
   return key != checks::kNone;
 }
 
+// 3. general epilogue: per-warp partial state to shared memory, merged and written by all
+//    threads (warps that split a key tile, packed GQA rows, split-KV partials); with
+//    split-KV and tile counters, 4. the in-place merge. Called by the Cfg::kThreads threads
+//    that ran the key loop (threadIdx.x < kThreads), with every copy into `smem` landed and
+//    every read of it done; `sync` is a barrier of exactly those threads. (o, m_run, l_run):
+//    the thread's rows in the key loop's layout; rows [r0, r_end) of the tile are real.
+template <class Cfg, class Elem, class Sync>
+__device__ __forceinline__ void write_rows_merged(const FlashKernelArgs& args, unsigned char* smem,
+                                                  const float (&o)[Cfg::kMTiles][Cfg::kDV / 8][4],
+                                                  const float (&m_run)[Cfg::kMTiles][2],
+                                                  const float (&l_run)[Cfg::kMTiles][2], float sc, int b,
+                                                  const SeqBounds& sb, int r0, int r_end, int head_y, int v_col0,
+                                                  Sync sync) {
+  constexpr int kDV = Cfg::kDV, kBlockM = Cfg::kBlockM, kThreads = Cfg::kThreads, kStrideO = Cfg::kStrideO;
+  constexpr int kMWarps = Cfg::kMWarps, kNWarps = Cfg::kNWarps, kMT = Cfg::kMTiles, kWarpRows = Cfg::kWarpRows;
+  const FlashFwdParams& p = args.p;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int wm = warp % kMWarps, wn = warp / kMWarps;
+  const int g = lane / 4, tq = lane % 4;
+  const int G = args.pack, split = blockIdx.z, hs = p.head_size;
+  auto row_head = [&](int r) { return G > 1 ? head_y * G + r % G : head_y; };
+
+  float* sO = reinterpret_cast<float*>(smem);
+  float* sM = sO + kNWarps * kBlockM * kStrideO;  // row max in log2 units (m * sc)
+  float* sL = sM + kNWarps * kBlockM;             // row sum of p
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      float l = l_run[mt][rr];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const int row = wm * kWarpRows + mt * 16 + g + 8 * rr;
+      if (tq == 0) {
+        sM[wn * kBlockM + row] = m_run[mt][rr] == -INFINITY ? -INFINITY : m_run[mt][rr] * sc;
+        sL[wn * kBlockM + row] = l;
+      }
+#pragma unroll
+      for (int d = 0; d < kDV / 8; ++d)
+        *reinterpret_cast<float2*>(sO + (wn * kBlockM + row) * kStrideO + 8 * d + 2 * tq) =
+            make_float2(o[mt][d][2 * rr], o[mt][d][2 * rr + 1]);
+    }
+  }
+  sync();
+  for (int c = tid; c < kBlockM * (kDV / 8); c += kThreads) {
+    const int row = c / (kDV / 8), cc = (c % (kDV / 8)) * 8, r = r0 + row;
+    if (r >= r_end) continue;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kNWarps; ++w) mx = fmaxf(mx, sM[w * kBlockM + row]);
+    float l = 0.f, acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int w = 0; w < kNWarps; ++w) {
+      const float mw = sM[w * kBlockM + row];
+      const float wt = mw == -INFINITY ? 0.f : exp2f(mw - mx);
+      l += wt * sL[w * kBlockM + row];
+      const float4* src = reinterpret_cast<const float4*>(sO + (w * kBlockM + row) * kStrideO + cc);
+      const float4 x0 = src[0], x1 = src[1];
+      acc[0] += wt * x0.x; acc[1] += wt * x0.y; acc[2] += wt * x0.z; acc[3] += wt * x0.w;
+      acc[4] += wt * x1.x; acc[5] += wt * x1.y; acc[6] += wt * x1.z; acc[7] += wt * x1.w;
+    }
+    const float inv = row_inv_sum(l);  // contract step 5: NaN stays NaN
+    const float lse = row_saw_keys(l) ? (mx + log2f(l)) * kLn2 : -INFINITY;
+    const int i = r / G, h = row_head(r), col = v_col0 + cc;
+    if (args.num_splits == 1) {
+      if (col < hs) {
+        uint32_t packed[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) packed[k] = pack2<Elem>(acc[2 * k] * inv, acc[2 * k + 1] * inv);
+        Elem* dst = static_cast<Elem*>(p.out) + o_offset(p, b, sb, i, h) + col;
+        *reinterpret_cast<uint4*>(dst) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+      }
+      if (p.lse && col == 0) p.lse[lse_offset(p, b, sb, i, h)] = lse;
+    } else {
+      const int64_t slot = (static_cast<int64_t>(split) * p.total_q + sb.q_row0 + i) * p.num_heads + h;
+      float4* dst = reinterpret_cast<float4*>(args.oacc + slot * args.acc_dim + col);
+      dst[0] = make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
+      dst[1] = make_float4(acc[4] * inv, acc[5] * inv, acc[6] * inv, acc[7] * inv);
+      if (col == 0) args.lseacc[slot] = lse;
+    }
+  }
+  if (args.num_splits > 1 && args.tile_counters != nullptr) {
+    // 4. split-KV merge in place: the last split of this tile to finish merges every split's
+    //    partials (a counted split-K reduction). Each CTA makes its partials visible
+    //    device-wide before it counts itself in; the merging CTA reads them past L1.
+    __shared__ int s_last;
+    __threadfence();
+    sync();
+    if (tid == 0) {
+      int* counter = args.tile_counters + blockIdx.x;
+      s_last = atomicAdd(counter, 1) == args.num_splits - 1;
+      if (s_last) *counter = 0;  // every split has counted: ready for the next launch
+    }
+    sync();
+    if (!s_last) return;
+    __threadfence();
+    const int64_t split_step = static_cast<int64_t>(p.total_q) * p.num_heads;
+    const int quads = hs / 4;
+    for (int c = tid; c < (r_end - r0) * quads; c += kThreads) {
+      const int r = r0 + c / quads, col = (c % quads) * 4;
+      const int i = r / G, h = row_head(r);
+      const int64_t slot0 = (sb.q_row0 + i) * p.num_heads + h;
+      const Merged mg = merge_splits(args.oacc, args.lseacc, slot0, split_step, args.num_splits, args.acc_dim, col);
+      store4(static_cast<Elem*>(p.out) + o_offset(p, b, sb, i, h) + col, mg.o);
+      if (p.lse && col == 0) p.lse[lse_offset(p, b, sb, i, h)] = mg.lse;
+    }
+  }
+}
+
 template <class Cfg, class Elem>
 __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKernelArgs args) {
   constexpr int kD = Cfg::kD, kDV = Cfg::kDV, kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN;
   constexpr int kWN = Cfg::kWN, kStages = Cfg::kStages, kThreads = Cfg::kThreads;
   constexpr int kMWarps = Cfg::kMWarps, kNWarps = Cfg::kNWarps, kMT = Cfg::kMTiles, kWarpRows = Cfg::kWarpRows;
-  constexpr int kStrideQK = Cfg::kStrideQK, kStrideV = Cfg::kStrideV, kStrideO = Cfg::kStrideO;
+  constexpr int kStrideQK = Cfg::kStrideQK, kStrideV = Cfg::kStrideV;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Elem* sQ = reinterpret_cast<Elem*>(smem_raw);
   Elem* sK = sQ + Cfg::kElemsQ;
@@ -542,94 +651,8 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
   }
   cp_async_wait<0>();
   __syncthreads();  // the epilogue reuses all shared memory
-
-  // 3. general epilogue: per-warp partial state to shared memory, merged and written by all
-  //    threads (warps that split a key tile, packed GQA rows, split-KV partials)
-  float* sO = reinterpret_cast<float*>(smem_raw);
-  float* sM = sO + kNWarps * kBlockM * kStrideO;  // row max in log2 units (m * sc)
-  float* sL = sM + kNWarps * kBlockM;             // row sum of p
-#pragma unroll
-  for (int mt = 0; mt < kMT; ++mt) {
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      float l = l_run[mt][rr];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-      const int row = wm * kWarpRows + mt * 16 + g + 8 * rr;
-      if (tq == 0) {
-        sM[wn * kBlockM + row] = m_run[mt][rr] == -INFINITY ? -INFINITY : m_run[mt][rr] * sc;
-        sL[wn * kBlockM + row] = l;
-      }
-#pragma unroll
-      for (int d = 0; d < kDV / 8; ++d)
-        *reinterpret_cast<float2*>(sO + (wn * kBlockM + row) * kStrideO + 8 * d + 2 * tq) =
-            make_float2(o[mt][d][2 * rr], o[mt][d][2 * rr + 1]);
-    }
-  }
-  __syncthreads();
-  for (int c = tid; c < kBlockM * (kDV / 8); c += kThreads) {
-    const int row = c / (kDV / 8), cc = (c % (kDV / 8)) * 8, r = r0 + row;
-    if (r >= r_end) continue;
-    float mx = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kNWarps; ++w) mx = fmaxf(mx, sM[w * kBlockM + row]);
-    float l = 0.f, acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-    for (int w = 0; w < kNWarps; ++w) {
-      const float mw = sM[w * kBlockM + row];
-      const float wt = mw == -INFINITY ? 0.f : exp2f(mw - mx);
-      l += wt * sL[w * kBlockM + row];
-      const float4* src = reinterpret_cast<const float4*>(sO + (w * kBlockM + row) * kStrideO + cc);
-      const float4 x0 = src[0], x1 = src[1];
-      acc[0] += wt * x0.x; acc[1] += wt * x0.y; acc[2] += wt * x0.z; acc[3] += wt * x0.w;
-      acc[4] += wt * x1.x; acc[5] += wt * x1.y; acc[6] += wt * x1.z; acc[7] += wt * x1.w;
-    }
-    const float inv = row_inv_sum(l);  // contract step 5: NaN stays NaN
-    const float lse = row_saw_keys(l) ? (mx + log2f(l)) * kLn2 : -INFINITY;
-    const int i = r / G, h = row_head(r), col = v_col0 + cc;
-    if (args.num_splits == 1) {
-      if (col < hs) {
-        uint32_t packed[4];
-#pragma unroll
-        for (int k = 0; k < 4; ++k) packed[k] = pack2<Elem>(acc[2 * k] * inv, acc[2 * k + 1] * inv);
-        Elem* dst = static_cast<Elem*>(p.out) + o_offset(p, b, sb, i, h) + col;
-        *reinterpret_cast<uint4*>(dst) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
-      }
-      if (p.lse && col == 0) p.lse[lse_offset(p, b, sb, i, h)] = lse;
-    } else {
-      const int64_t slot = (static_cast<int64_t>(split) * p.total_q + sb.q_row0 + i) * p.num_heads + h;
-      float4* dst = reinterpret_cast<float4*>(args.oacc + slot * args.acc_dim + col);
-      dst[0] = make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
-      dst[1] = make_float4(acc[4] * inv, acc[5] * inv, acc[6] * inv, acc[7] * inv);
-      if (col == 0) args.lseacc[slot] = lse;
-    }
-  }
-  if (args.num_splits > 1 && args.tile_counters != nullptr) {
-    // 4. split-KV merge in place: the last split of this tile to finish merges every split's
-    //    partials (a counted split-K reduction). Each CTA makes its partials visible
-    //    device-wide before it counts itself in; the merging CTA reads them past L1.
-    __shared__ int s_last;
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) {
-      int* counter = args.tile_counters + blockIdx.x;
-      s_last = atomicAdd(counter, 1) == args.num_splits - 1;
-      if (s_last) *counter = 0;  // every split has counted: ready for the next launch
-    }
-    __syncthreads();
-    if (!s_last) return;
-    __threadfence();
-    const int64_t split_step = static_cast<int64_t>(p.total_q) * p.num_heads;
-    const int quads = hs / 4;
-    for (int c = tid; c < (r_end - r0) * quads; c += kThreads) {
-      const int r = r0 + c / quads, col = (c % quads) * 4;
-      const int i = r / G, h = row_head(r);
-      const int64_t slot0 = (sb.q_row0 + i) * p.num_heads + h;
-      const Merged mg = merge_splits(args.oacc, args.lseacc, slot0, split_step, args.num_splits, args.acc_dim, col);
-      store4(static_cast<Elem*>(p.out) + o_offset(p, b, sb, i, h) + col, mg.o);
-      if (p.lse && col == 0) p.lse[lse_offset(p, b, sb, i, h)] = mg.lse;
-    }
-  }
+  write_rows_merged<Cfg, Elem>(args, smem_raw, o, m_run, l_run, sc, b, sb, r0, r_end, head_y, v_col0,
+                               [] { __syncthreads(); });
 }
 
 }  // namespace wick::kernels::flash

@@ -521,11 +521,6 @@ __global__ void __launch_bounds__(Sh::kThreads, 1) fwd_kernel(const FlashFwdPara
 #endif
 }
 
-// Zeroes 16 bytes of shared memory at `addr`.
-__device__ __forceinline__ void st_shared_zero16(uint32_t addr) {
-  asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(addr), "r"(0) : "memory");
-}
-
 // The kernel with the copy engine: a producer warpgroup (the last four warps, of which the
 // first works; 24 registers per thread, so two consumer warpgroups get 240 each, or 32 and
 // three get 160: an SM sub-partition's 16K registers hold one producer warp and the consumer
@@ -903,35 +898,6 @@ int paged_piece_shift(const FlashFwdParams& p) {
   return p.page_block_size % 64 == 0 && Sh::kBlockN % 64 == 0 ? 6 : 5;
 }
 
-// The copy engine's descriptions of K and V for a call, 4-d (channels, rows, heads, and
-// sequences or blocks), in boxes of 64 channels x kBlockN rows (paged: one piece of
-// 2^piece_shift rows, paged_piece_shift). Varlen K/V are one sequence of p.kv_rows rows;
-// batched K/V have seqlen_k rows per sequence, so rows past a sequence's keys read as zeros;
-// paged K/V are num_blocks blocks of page_block_size rows. False when a call cannot be
-// described (coordinates are 32-bit; strides multiples of 16 bytes): the cp.async kernel
-// takes it.
-template <class Sh>
-bool make_kv_maps(const FlashFwdParams& p, int piece_shift, CUtensorMap& map_k, CUtensorMap& map_v) {
-  constexpr int kBlockN = Sh::kBlockN;
-  const bool paged = p.block_table != nullptr, varlen = p.cu_seqlens_k != nullptr;
-  const int64_t rows = paged ? p.page_block_size : varlen ? p.kv_rows : p.seqlen_k;
-  const int64_t outer = paged ? p.num_blocks : varlen ? 1 : p.batch;
-  constexpr int64_t kLimit = (int64_t{1} << 31) - kBlockN;
-  if (rows <= 0 || rows >= kLimit || outer <= 0 || outer >= kLimit) return false;
-  const uint32_t box[4] = {64, paged ? 1u << piece_shift : static_cast<uint32_t>(kBlockN), 1, 1};
-  auto one = [&](CUtensorMap& map, const void* ptr, int64_t row, int64_t head, int64_t batch) {
-    if (outer == 1) batch = row;  // any valid stride: the coordinate is always 0
-    const uint64_t dims[4] = {static_cast<uint64_t>(p.head_size), static_cast<uint64_t>(rows),
-                              static_cast<uint64_t>(p.num_heads_k),
-                              static_cast<uint64_t>(outer)};
-    const uint64_t strides[3] = {static_cast<uint64_t>(row) * 2, static_cast<uint64_t>(head) * 2,
-                                 static_cast<uint64_t>(batch) * 2};
-    return row > 0 && head > 0 && batch > 0 && encode_map_4d(map, ptr, dims, strides, box);
-  };
-  return one(map_k, p.k, p.k_row_stride, p.k_head_stride, p.k_batch_stride) &&
-         one(map_v, p.v, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
-}
-
 // WICK_FLASH_SM90_TMA=0 sends every call to the cp.async kernel (for comparisons).
 bool use_tma() {
   static const bool on = not_switched_off("WICK_FLASH_SM90_TMA");
@@ -996,7 +962,7 @@ bool launch_tma(const FlashFwdParams& p, cudaStream_t st) {
   // the map's box and the kernel's copies use one piece size
   const int piece_shift = paged_piece_shift<Sh>(p);
   CUtensorMap map_k, map_v;
-  if (!make_kv_maps<Sh>(p, piece_shift, map_k, map_v)) return false;
+  if (!make_kv_maps(p, Sh::kBlockN, piece_shift, map_k, map_v)) return false;
   // Persistent: one CTA per SM (the kernel's shared memory allows no second) walks the
   // tiles; with WICK_FLASH_SM90_PERSISTENT=0 one CTA per tile. On the H200 the walk measured
   // 0.98-1.14x the per-tile launch (geometric mean 1.02x over flash_bench's A, B, C).

@@ -3,6 +3,7 @@
 // without sm_90 in its CUDA architectures has no such kernel (WICK_FLASH_SM90 unset).
 #pragma once
 #include "kernels/flash/flash_params.h"
+#include "kernels/flash/validate.h"
 
 namespace wick::kernels::flash::sm90 {
 
@@ -17,5 +18,15 @@ bool available();
 // Launches the kernel on `stream` (a cudaStream_t); the caller checked covers() and
 // available(). False (nothing launched) for a call covers() would refuse.
 bool run(const FlashFwdParams& params, void* stream);
+
+// The Hopper decode (flash_decode_sm90.cu): the decode shape (every sequence's query rows
+// times the GQA group fit 16 rows) at head sizes 64, 96 and 128, K/V paged in pages of a
+// multiple of 32 rows or not, no ALiBi / softcap / mm-prefix ranges; false with
+// WICK_FLASH_SM90_DECODE=0. The caller checked vector_friendly and available().
+bool decode_covers(const FlashFwdParams& params);
+// Launches it on `stream` with the call's value checks (validate.h; null: none). False
+// (nothing launched, no check run) when the copy engine cannot describe K/V or split
+// partials would need the combine kernel: the sm_80 kernel takes the call.
+bool run_decode(const FlashFwdParams& params, void* stream, const DeviceChecks* checks);
 
 }  // namespace wick::kernels::flash::sm90

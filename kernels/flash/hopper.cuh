@@ -80,6 +80,11 @@ __device__ __forceinline__ void fence_operands(uint32_t (&a)[M][N]) {
 // after its wait) before later async-proxy reads (wgmma operands).
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
+// Zeroes 16 bytes of shared memory at `addr`.
+__device__ __forceinline__ void st_shared_zero16(uint32_t addr) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(addr), "r"(0) : "memory");
+}
+
 // Memory barriers in shared memory (mbarrier): a 64-bit object that counts arrivals, and
 // bytes of asynchronous copies, for one phase at a time. A phase completes when `count`
 // threads have arrived and every byte announced with arrive_expect_tx has landed; the

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "kernels/flash/flash_params.h"
+
 namespace wick::kernels::flash {
 
 // Describes a tensor of 16-bit elements with extents dims[0..3] (dims[0] innermost and
@@ -36,6 +38,33 @@ inline bool encode_map_4d(CUtensorMap& map, const void* base, const uint64_t dim
   return encode(&map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, const_cast<void*>(base), dims, strides, box, unit,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// The copy engine's descriptions of a call's K and V, 4-d (channels, rows, heads, and
+// sequences or blocks), in boxes of 64 channels x block_n rows (paged: one piece of
+// 2^piece_shift rows, each inside one page). Varlen K/V are one sequence of p.kv_rows rows;
+// batched K/V have seqlen_k rows per sequence, so rows past a sequence's keys read as zeros;
+// paged K/V are num_blocks blocks of page_block_size rows. False when a call cannot be
+// described (coordinates are 32-bit; strides multiples of 16 bytes): the caller takes a path
+// without the copy engine.
+inline bool make_kv_maps(const FlashFwdParams& p, int block_n, int piece_shift, CUtensorMap& map_k,
+                         CUtensorMap& map_v) {
+  const bool paged = p.block_table != nullptr, varlen = p.cu_seqlens_k != nullptr;
+  const int64_t rows = paged ? p.page_block_size : varlen ? p.kv_rows : p.seqlen_k;
+  const int64_t outer = paged ? p.num_blocks : varlen ? 1 : p.batch;
+  const int64_t limit = (int64_t{1} << 31) - block_n;
+  if (rows <= 0 || rows >= limit || outer <= 0 || outer >= limit) return false;
+  const uint32_t box[4] = {64, paged ? 1u << piece_shift : static_cast<uint32_t>(block_n), 1, 1};
+  auto one = [&](CUtensorMap& map, const void* ptr, int64_t row, int64_t head, int64_t batch) {
+    if (outer == 1) batch = row;  // any valid stride: the coordinate is always 0
+    const uint64_t dims[4] = {static_cast<uint64_t>(p.head_size), static_cast<uint64_t>(rows),
+                              static_cast<uint64_t>(p.num_heads_k), static_cast<uint64_t>(outer)};
+    const uint64_t strides[3] = {static_cast<uint64_t>(row) * 2, static_cast<uint64_t>(head) * 2,
+                                 static_cast<uint64_t>(batch) * 2};
+    return row > 0 && head > 0 && batch > 0 && encode_map_4d(map, ptr, dims, strides, box);
+  };
+  return one(map_k, p.k, p.k_row_stride, p.k_head_stride, p.k_batch_stride) &&
+         one(map_v, p.v, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
 }
 
 }  // namespace wick::kernels::flash

@@ -1,0 +1,369 @@
+// The Hopper decode (sm_90a): the decode shape of flash_fwd_kernel.cuh (the query heads of
+// a GQA group packed as the rows of one 16-row tile, four warps splitting each 64-key tile,
+// split-KV merged in place) with the K/V tiles brought by the tensor memory accelerator
+// instead of per-thread copies. A decode call is a K/V stream; in the sm_80 kernel every
+// thread issues sixteen 16-byte copies per tile with their page lookups and address
+// arithmetic, most of the instructions a warp executes (bench/RESULTS.md). Here one producer
+// lane asks the copy engine for each page piece of the tile and the four consumer warps only
+// compute.
+//
+// Steps, mapped to the CPU algorithm (ops/attention/cpu.cpp):
+//   0. CTA = (K/V head, sequence, split); the keys its rows can see (contract.h,
+//      visible_keys_of_rows) in whole 64-key tiles, then this split's share of them.
+//   1. Q tile (16 rows) -> shared memory (cp.async) -> registers as mma A fragments.
+//   2. producer (warp 4, one lane): for each key tile, once the consumers have freed its
+//      stage (barrier `empty`), one copy per page piece (64 or 32 rows) and 64-channel panel
+//      of K and of V, landing on the stage's barrier `full`. The block-table entries are
+//      read 32 pages at a time by the warp's lanes, so a page id costs no round trip.
+//      consumers (warps 0-3): wait for `full`, then on keys 16w .. 16w + 15 of the tile:
+//      a. S = Q K^T (ldmatrix from the 128-byte-swizzled tile, mma m16n8k16)  = CPU step 2a
+//         masks (window, causal, keys past sk) only on tiles that need them
+//      b, c. online softmax of the warp's keys                               = CPU steps 2b-c
+//      d. O += P V                                                            = CPU step 2d
+//      then the warp arrives on `empty`. V rows past sk are zeroed by the warp that owns
+//      them before its product (they hold another sequence's or a stale stage's values, and
+//      P = 0 times a NaN is NaN).
+//   3. the four warps' (m, l, O) merged through shared memory and written, or written as
+//      split partials and merged in place by the tile's last split (write_rows_merged,
+//      shared with the sm_80 kernel)                                          = CPU step 3
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/flash/flash_fwd_sm90.h"
+#include "kernels/flash/flash_instances.h"
+#include "kernels/flash/flash_launch.cuh"
+#include "kernels/flash/hopper.cuh"
+#include "kernels/flash/tma_map.h"
+#include "kernels/smem_limit.h"
+#include "tensor/cuda_check.h"
+
+namespace wick::kernels::flash::sm90 {
+namespace {
+
+// D channels (64 or 128), kStages K/V stages. The rows and warps are the sm_80 decode
+// shape's (DecodeCfg: 16 rows, 4 warps x 16 keys of a 64-key tile), whose epilogue this
+// kernel shares; a fifth warp is the producer.
+template <int D, int kStages_>
+struct DecodeShape {
+  static constexpr int kD = D, kStages = kStages_, kBlockN = 64, kRows = 16;
+  using Cfg = FlashConfig<D, D, 1, 1, 4, kBlockN, kStages, true>;
+  static constexpr int kConsumers = Cfg::kThreads;           // 128
+  static constexpr int kThreads = kConsumers + 32;           // and the producer warp
+  static constexpr uint32_t kTileBytes = kBlockN * D * 2;    // one swizzled K or V tile
+  static constexpr uint32_t kStageBytes = 2 * kTileBytes;    // K, then V
+  static constexpr int kQStride = D + 8;                     // padded Q rows (elements)
+  static constexpr int kSmem = 1024 + kStages * kStageBytes + kRows * kQStride * 2;
+  static_assert(Cfg::kSmemEpi <= kStages * kStageBytes, "the epilogue fits in the stages");
+};
+
+// Shared address of element (row, ch) of a swizzled 64-row tile at `tile` (hopper.cuh).
+__device__ __forceinline__ uint32_t tile_addr(uint32_t tile, int row, int ch) {
+  return tile + swizzled_offset(64, row, ch);
+}
+
+template <class Sh, class Elem, bool kPaged>
+__global__ void __launch_bounds__(Sh::kThreads, Sh::kStages <= 3 ? 2 : 1)
+    decode_kernel(const FlashKernelArgs args, const __grid_constant__ CUtensorMap map_k,
+                  const __grid_constant__ CUtensorMap map_v, int piece_shift) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kD = Sh::kD, kStages = Sh::kStages, kBlockN = Sh::kBlockN, kQStride = Sh::kQStride;
+  constexpr uint32_t kTileBytes = Sh::kTileBytes, kStageBytes = Sh::kStageBytes;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __shared__ __align__(8) uint64_t barriers[2 * kStages];  // full[kStages], empty[kStages]
+  const FlashFwdParams& p = args.p;
+  if (args.check_here ? checks_fail_here(p, args.checks) : call_faulted(p)) {
+    write_fault_outputs<Elem>(p, blockIdx.x + static_cast<int64_t>(blockIdx.z) * gridDim.x,
+                              static_cast<int64_t>(gridDim.x) * gridDim.z);
+    return;
+  }
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int hk = static_cast<int>(blockIdx.x % p.num_heads_k), b = static_cast<int>(blockIdx.x / p.num_heads_k);
+  const int split = blockIdx.z;
+  const SeqBounds sb = seq_bounds(p, b);
+  const int G = args.pack, rows = sb.sq * G;
+  if (rows <= 0) return;  // every split of this CTA's tile returns here: its counter stays 0
+
+  // 0. the tile's keys in whole key tiles, then this split's share
+  const int off = static_cast<int>(key_position(sb, 0));  // pos(i) = i + off
+  const int pos_first = off, pos_last = (rows - 1) / G + off;
+  const Range<int> tile_keys = visible_keys_of_rows<int>(p, b, pos_first, pos_last, sb.sk);
+  const Range<int> unmasked = window_keys_of_all_rows<int>(p, pos_first, pos_last, sb.sk);
+  const int nb_lo = tile_keys.begin / kBlockN;
+  const int nb_hi = tile_keys.end > tile_keys.begin ? (tile_keys.end + kBlockN - 1) / kBlockN : nb_lo;
+  const int per_split = (nb_hi - nb_lo + args.num_splits - 1) / args.num_splits;
+  const int nb_begin = min(nb_hi, nb_lo + split * per_split);
+  const int nb_end = min(nb_hi, nb_begin + per_split);
+
+  const uint32_t raw = smem_addr(smem_raw);
+  const uint32_t base = (raw + 1023) & ~1023u;  // swizzled panels: 1024-byte aligned
+  Elem* sQ = reinterpret_cast<Elem*>(smem_raw + (base - raw) + kStages * kStageBytes);
+  const uint32_t full = smem_addr(&barriers[0]), empty = full + 8 * kStages;
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) mbar_init(full + 8 * s, 1), mbar_init(empty + 8 * s, 4);
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (warp == 4) {  // 2. the producer
+    const int piece = 1 << piece_shift;
+    int table_base = -32, table_entry = 0;  // this lane's entry of pages table_base .. + 31
+    for (int nb = nb_begin, it = 0; nb < nb_end; ++nb, ++it) {
+      const int stage = it % kStages, t0 = nb * kBlockN;
+      const uint32_t dk = base + stage * kStageBytes, dv = dk + kTileBytes, bar = full + 8 * stage;
+      // every lane waits, so no lane runs a phase ahead of the barrier; lane 0 issues
+      if (it >= kStages) mbar_wait(empty + 8 * stage, (it / kStages - 1) & 1);
+      if constexpr (kPaged) {
+        const int n = min(kBlockN >> piece_shift, (sb.sk - t0 + piece - 1) >> piece_shift);  // pieces before sk
+        if (lane == 0) mbar_arrive_expect_tx(bar, 2u * n * piece * (kD * 2));
+        for (int q = 0; q < n; ++q) {
+          const int tq = t0 + (q << piece_shift), pg = tq / p.page_block_size;
+          if (pg - table_base >= 32) {  // the next 32 pages' ids, one per lane
+            table_base = pg;
+            const int pages = (sb.sk + p.page_block_size - 1) / p.page_block_size;
+            table_entry = pg + lane < pages ? page_block(p, b, pg + lane) : 0;
+          }
+          const int blk = __shfl_sync(0xffffffffu, table_entry, pg - table_base);
+          const int in_page = tq - pg * p.page_block_size;
+          if (lane == 0) {
+#pragma unroll
+            for (int panel = 0; panel < kD / 64; ++panel) {
+              const uint32_t at = panel * kBlockN * 128 + (q << piece_shift) * 128;
+              tma_load_4d(dk + at, &map_k, bar, panel * 64, in_page, hk, blk);
+              tma_load_4d(dv + at, &map_v, bar, panel * 64, in_page, hk, blk);
+            }
+          }
+        }
+      } else if (lane == 0) {
+        mbar_arrive_expect_tx(bar, kStageBytes);
+        const int row = static_cast<int>(sb.k_start) + t0, seq = p.cu_seqlens_k != nullptr ? 0 : b;
+#pragma unroll
+        for (int panel = 0; panel < kD / 64; ++panel) {
+          tma_load_4d(dk + panel * kBlockN * 128, &map_k, bar, panel * 64, row, hk, seq);
+          tma_load_4d(dv + panel * kBlockN * 128, &map_v, bar, panel * 64, row, hk, seq);
+        }
+      }
+    }
+    return;
+  }
+
+  // the consumers: warp w takes keys 16w .. 16w + 15 of every tile
+  const int g = lane / 4, tq = lane % 4;
+  const int hs = p.head_size;
+  // 1. Q: row r is query row r / G of head hk * G + r % G (rows past the end and channels
+  //    past head_size read as zeros)
+  const Elem* gq = static_cast<const Elem*>(p.q);
+  for (int c = tid; c < Sh::kRows * (kD / 8); c += Sh::kConsumers) {
+    const int r = c / (kD / 8), col = (c % (kD / 8)) * 8;
+    const bool valid = r < rows && col < hs;
+    const Elem* src = valid ? gq + q_offset(p, b, sb, r / G, hk * G + r % G) + col : gq;
+    cp_async_16(smem_addr(sQ + r * kQStride + col), src, valid);
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+  bar_sync(1, Sh::kConsumers);
+  uint32_t qf[kD / 16][4];
+  {
+    const uint32_t q_lane = smem_addr(sQ + ((lane % 8) + 8 * ((lane / 8) % 2)) * kQStride + 8 * (lane / 16));
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) ldmatrix_x4(qf[ks], q_lane + 2 * 16 * ks);
+  }
+
+  float o[1][kD / 8][4];
+  float m_run[1][2] = {{-INFINITY, -INFINITY}}, l_run[1][2] = {{0.f, 0.f}};
+#pragma unroll
+  for (int d = 0; d < kD / 8; ++d) o[0][d][0] = o[0][d][1] = o[0][d][2] = o[0][d][3] = 0.f;
+  const float sc = p.softmax_scale * kLog2e;
+  // ldmatrix rows of this lane: K (keys kr, channels + 8 for lanes 8-15 and 24-31) and V
+  // (keys vr, channels + 8 for lanes 16-31); both keep the lane's row % 8, the swizzle's key.
+  const int kr = 16 * warp + (lane % 8) + 8 * (lane / 16), k_hi = (lane / 8) % 2;
+  const int vr = 16 * warp + (lane % 8) + 8 * ((lane / 8) % 2), v_hi = lane / 16;
+
+  for (int nb = nb_begin, it = 0; nb < nb_end; ++nb, ++it) {
+    const int stage = it % kStages;
+    mbar_wait(full + 8 * stage, (it / kStages) & 1);
+    const uint32_t sk_tile = base + stage * kStageBytes, sv_tile = sk_tile + kTileBytes;
+    // a. S = Q K^T for the warp's 16 keys (two 8-key n-blocks)
+    float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      uint32_t bk[4];
+      ldmatrix_x4(bk, tile_addr(sk_tile, kr, 16 * ks + 8 * k_hi));
+      mma_16816<Elem>(s[0], qf[ks], bk[0], bk[1]);
+      mma_16816<Elem>(s[1], qf[ks], bk[2], bk[3]);
+    }
+    const int t_tile = nb * kBlockN;
+    if (t_tile < unmasked.begin || t_tile + kBlockN > unmasked.end) {
+      // causal / sliding window / keys past sk: a row's visible keys are one interval
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        const int r = min(g + 8 * rr, rows - 1);
+        const Range<int> window = window_keys<int>(p, r / G + off, sb.sk);
+        const int t_first = t_tile + 16 * warp + 2 * tq;  // this thread's first key
+        const int lo = window.begin - t_first, hi = window.end - t_first;
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+          for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
+            const int dt = 8 * j + (e % 2);
+            if (dt < lo || dt >= hi) s[j][e] = -INFINITY;
+          }
+      }
+    }
+    // b, c. online softmax of rows g and g + 8 over the warp's keys
+    float corr[2];
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      float mx = fmaxf(fmaxf(s[0][2 * rr], s[0][2 * rr + 1]), fmaxf(s[1][2 * rr], s[1][2 * rr + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m_run[0][rr], mx);
+      const float ms = m_new == -INFINITY ? 0.f : m_new * sc;
+      corr[rr] = m_run[0][rr] == -INFINITY ? 0.f : fast_exp2(m_run[0][rr] * sc - ms);
+      m_run[0][rr] = m_new;
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
+          const float pe = fast_exp2(fmaf(s[j][e], sc, -ms));
+          s[j][e] = pe;
+          sum += pe;
+        }
+      l_run[0][rr] = l_run[0][rr] * corr[rr] + sum;
+    }
+#pragma unroll
+    for (int d = 0; d < kD / 8; ++d)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[0][d][e] *= corr[e / 2];
+    // V rows of this warp's keys at or past sk: zeros before the product
+    const int first_past = sb.sk - (t_tile + 16 * warp);
+    if (first_past < 16) {
+      for (int c = lane; c < 16 * (kD / 8); c += 32) {
+        const int r = c / (kD / 8), ch = (c % (kD / 8)) * 8;
+        if (r >= first_past) st_shared_zero16(tile_addr(sv_tile, 16 * warp + r, ch));
+      }
+      fence_proxy_async();  // ordered before the copy engine's next write of this stage
+      __syncwarp();
+    }
+    // d. O += P V: P from the S accumulators as one A fragment (16 rows x 16 keys)
+    uint32_t a[4];
+    a[0] = pack2<Elem>(s[0][0], s[0][1]);
+    a[1] = pack2<Elem>(s[0][2], s[0][3]);
+    a[2] = pack2<Elem>(s[1][0], s[1][1]);
+    a[3] = pack2<Elem>(s[1][2], s[1][3]);
+#pragma unroll
+    for (int dp = 0; dp < kD / 16; ++dp) {
+      uint32_t bv[4];
+      ldmatrix_x4_trans(bv, tile_addr(sv_tile, vr, 16 * dp + 8 * v_hi));
+      mma_16816<Elem>(o[0][2 * dp], a, bv[0], bv[1]);
+      mma_16816<Elem>(o[0][2 * dp + 1], a, bv[2], bv[3]);
+    }
+    __syncwarp();  // every lane's reads of the stage are done
+    if (lane == 0) mbar_arrive(empty + 8 * stage);
+  }
+  // 3. the epilogue reuses the stages: every consumer warp is past its last read of them
+  bar_sync(1, Sh::kConsumers);
+  write_rows_merged<typename Sh::Cfg, Elem>(args, smem_raw + (base - raw), o, m_run, l_run, sc, b, sb, 0, rows, hk,
+                                            0, [] { bar_sync(1, Sh::kConsumers); });
+#else
+  __trap();  // built for sm_90a only; any other target has no body
+#endif
+}
+
+// WICK_FLASH_SM90_DECODE=0 sends decode calls to the sm_80 kernel (for comparisons).
+bool decode_on() {
+  static const bool on = not_switched_off("WICK_FLASH_SM90_DECODE");
+  return on;
+}
+
+// One instance: false (nothing launched) when the copy engine cannot describe the call's
+// K/V, or when split partials would need a separate combine kernel (a capture made directly
+// through the CUDA runtime, or more tiles than the workspace counts): the sm_80 kernel
+// covers those.
+template <class Sh, class Elem, bool kPaged>
+bool launch_decode(const FlashFwdParams& p, cudaStream_t st, int splits, const DeviceChecks* checks) {
+  const int piece_shift = p.page_block_size % 64 == 0 ? 6 : 5;
+  CUtensorMap map_k, map_v;
+  if (!make_kv_maps(p, Sh::kBlockN, piece_shift, map_k, map_v)) return false;
+  FlashKernelArgs a;
+  a.p = p;
+  a.pack = p.num_heads / p.num_heads_k;
+  a.acc_dim = Sh::kD;
+  a.m_blocks = 1;
+  a.heads_y = p.num_heads_k;
+  a.num_splits = splits;
+  const int64_t tiles = static_cast<int64_t>(p.batch) * p.num_heads_k;
+  if (splits > 1) {
+    const size_t slots_total = static_cast<size_t>(splits) * p.total_q * p.num_heads;
+    SplitWorkspace ws;
+    if (!merge_in_place_on() || !split_workspace(st, tiles, slots_total * (a.acc_dim + 1), ws)) return false;
+    a.oacc = ws.scratch, a.tile_counters = ws.counters;
+    a.lseacc = a.oacc + slots_total * a.acc_dim;
+  }
+  if (checks && check_cells(p, *checks) <= kChecksInKernelMax) {
+    a.check_here = true;
+    a.checks = *checks;
+  } else if (checks) {
+    flash_validate(ValidateArgs{p, *checks}, st);
+  }
+  auto kernel = decode_kernel<Sh, Elem, kPaged>;
+  static bool smem_set[kSmemLimitDevices] = {};
+  raise_smem_limit_once(kernel, Sh::kSmem, smem_set);
+  const dim3 grid(static_cast<unsigned>(tiles), 1u, static_cast<unsigned>(splits));
+  WICK_CUDA_CHECK(launch_programmatic(kernel, grid, dim3(Sh::kThreads), Sh::kSmem, st, a, map_k, map_v, piece_shift));
+  return true;
+}
+
+// Stages: a grid that fills the GPU (no split) runs two CTAs per SM of three stages each; a
+// split grid (at most one CTA per SM) runs one CTA per SM with as many stages as fit (six at
+// D = 128, eight at D = 64), so more of each SM's K/V is in flight.
+template <int D>
+constexpr int kDeepStages = D == 64 ? 8 : 6;
+
+template <int D, class Elem, bool kPaged>
+bool run_decode_instance(const FlashFwdParams& p, cudaStream_t st, const DeviceChecks* checks) {
+  using Wide = DecodeShape<D, 3>;
+  using Deep = DecodeShape<D, kDeepStages<D>>;
+  const int max_sk = p.cu_seqlens_k ? p.max_seqlen_k : p.seqlen_k;
+  const int64_t tiles = static_cast<int64_t>(p.batch) * p.num_heads_k;
+  if (tiles <= 0 || tiles > 0x7fffffff) return false;
+  static Residency residency_cache[kMaxDevices] = {};
+  const Residency res = resident_slots(decode_kernel<Wide, Elem, kPaged>, Wide::kThreads, Wide::kSmem, residency_cache);
+  const int key_tiles = (max_sk + Wide::kBlockN - 1) / Wide::kBlockN;
+  int splits = p.num_splits > 0 ? p.num_splits : choose_num_splits(tiles, key_tiles, res.slots, res.sms, true);
+  splits = std::max(1, std::min(splits, 65535 / std::max(p.batch, 1)));
+  if (splits > 1 && tiles * splits <= res.sms) return launch_decode<Deep, Elem, kPaged>(p, st, splits, checks);
+  return launch_decode<Wide, Elem, kPaged>(p, st, splits, checks);
+}
+
+template <int D>
+bool run_decode_head_size(const FlashFwdParams& p, cudaStream_t st, const DeviceChecks* checks) {
+  if (p.dtype == FlashDType::BF16)
+    return p.block_table ? run_decode_instance<D, __nv_bfloat16, true>(p, st, checks)
+                         : run_decode_instance<D, __nv_bfloat16, false>(p, st, checks);
+#if WICK_FLASH_WANT_F16
+  return p.block_table ? run_decode_instance<D, __half, true>(p, st, checks)
+                       : run_decode_instance<D, __half, false>(p, st, checks);
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+bool decode_covers(const FlashFwdParams& p) {
+  const int d = p.head_size;
+  return decode_on() && (d == 64 || d == 96 || d == 128) && (p.block_table == nullptr || p.page_block_size % 32 == 0) &&
+         p.alibi_slopes == nullptr && !(p.softcap > 0.f) && p.softmax_scale > 0.f && p.mm_prefix_ranges == nullptr &&
+         (p.dtype == FlashDType::BF16 || WICK_FLASH_WANT_F16);
+}
+
+bool run_decode(const FlashFwdParams& p, void* stream, const DeviceChecks* checks) {
+  auto st = static_cast<cudaStream_t>(stream);
+  if (p.head_size <= 64) return run_decode_head_size<64>(p, st, checks);
+  return run_decode_head_size<128>(p, st, checks);  // 96: channels 96..127 read as zeros
+}
+
+}  // namespace wick::kernels::flash::sm90
