@@ -109,11 +109,12 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kStages <= 3 ? 2 : 1)
   if (warp == 4) {  // 2. the producer
     const int piece = 1 << piece_shift;
     int table_base = -32, table_entry = 0;  // this lane's entry of pages table_base .. + 31
+    int stage = 0, phase = 0;  // tile it's stage (it % kStages) and its use of it ((it / kStages) & 1)
     for (int nb = nb_begin, it = 0; nb < nb_end; ++nb, ++it) {
-      const int stage = it % kStages, t0 = nb * kBlockN;
+      const int t0 = nb * kBlockN;
       const uint32_t dk = base + stage * kStageBytes, dv = dk + kTileBytes, bar = full + 8 * stage;
       // every lane waits, so no lane runs a phase ahead of the barrier; lane 0 issues
-      if (it >= kStages) mbar_wait(empty + 8 * stage, (it / kStages - 1) & 1);
+      if (it >= kStages) mbar_wait(empty + 8 * stage, phase ^ 1);
       if constexpr (kPaged) {
         const int n = min(kBlockN >> piece_shift, (sb.sk - t0 + piece - 1) >> piece_shift);  // pieces before sk
         if (lane == 0) mbar_arrive_expect_tx(bar, 2u * n * piece * (kD * 2));
@@ -144,6 +145,7 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kStages <= 3 ? 2 : 1)
           tma_load_4d(dv + panel * kBlockN * 128, &map_v, bar, panel * 64, row, hk, seq);
         }
       }
+      if (++stage == kStages) stage = 0, phase ^= 1;
     }
     return;
   }
@@ -175,21 +177,29 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kStages <= 3 ? 2 : 1)
 #pragma unroll
   for (int d = 0; d < kD / 8; ++d) o[0][d][0] = o[0][d][1] = o[0][d][2] = o[0][d][3] = 0.f;
   const float sc = p.softmax_scale * kLog2e;
-  // ldmatrix rows of this lane: K (keys kr, channels + 8 for lanes 8-15 and 24-31) and V
-  // (keys vr, channels + 8 for lanes 16-31); both keep the lane's row % 8, the swizzle's key.
-  const int kr = 16 * warp + (lane % 8) + 8 * (lane / 16), k_hi = (lane / 8) % 2;
-  const int vr = 16 * warp + (lane % 8) + 8 * ((lane / 8) % 2), v_hi = lane / 16;
+  // ldmatrix rows of this lane: K (key kr, channels + 8 for lanes 8-15 and 24-31) and V
+  // (key vr, channels + 8 for lanes 16-31). In the swizzled tile, 16-channel step ks of a
+  // row sits at panel ks / 4, chunk (2 (ks % 4) + hi) ^ (row % 8) = 2 (ks % 4) ^ (hi ^ row % 8):
+  // four offsets per lane, the panel a constant, so each ldmatrix is one add from the tile.
+  const int kr = 16 * warp + (lane % 8) + 8 * (lane / 16), vr = 16 * warp + (lane % 8) + 8 * ((lane / 8) % 2);
+  uint32_t k_off[4], v_off[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    k_off[j] = kr * 128 + ((2 * j) ^ (((lane / 8) % 2) ^ (lane % 8))) * 16;
+    v_off[j] = vr * 128 + ((2 * j) ^ ((lane / 16) ^ (lane % 8))) * 16;
+  }
+  constexpr uint32_t kPanel = kBlockN * 128;  // bytes of one 64-channel panel of a tile
 
-  for (int nb = nb_begin, it = 0; nb < nb_end; ++nb, ++it) {
-    const int stage = it % kStages;
-    mbar_wait(full + 8 * stage, (it / kStages) & 1);
+  int stage = 0, phase = 0;
+  for (int nb = nb_begin; nb < nb_end; ++nb) {
+    mbar_wait(full + 8 * stage, phase);
     const uint32_t sk_tile = base + stage * kStageBytes, sv_tile = sk_tile + kTileBytes;
     // a. S = Q K^T for the warp's 16 keys (two 8-key n-blocks)
     float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
       uint32_t bk[4];
-      ldmatrix_x4(bk, tile_addr(sk_tile, kr, 16 * ks + 8 * k_hi));
+      ldmatrix_x4(bk, sk_tile + k_off[ks % 4] + (ks / 4) * kPanel);
       mma_16816<Elem>(s[0], qf[ks], bk[0], bk[1]);
       mma_16816<Elem>(s[1], qf[ks], bk[2], bk[3]);
     }
@@ -233,10 +243,14 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kStages <= 3 ? 2 : 1)
         }
       l_run[0][rr] = l_run[0][rr] * corr[rr] + sum;
     }
+    // O rescaled only when some row of the warp has a new maximum (corr is exactly 1 for
+    // the others): after the first tiles of a long sequence most tiles raise none
+    if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
 #pragma unroll
-    for (int d = 0; d < kD / 8; ++d)
+      for (int d = 0; d < kD / 8; ++d)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) o[0][d][e] *= corr[e / 2];
+        for (int e = 0; e < 4; ++e) o[0][d][e] *= corr[e / 2];
+    }
     // V rows of this warp's keys at or past sk: zeros before the product
     const int first_past = sb.sk - (t_tile + 16 * warp);
     if (first_past < 16) {
@@ -256,12 +270,13 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kStages <= 3 ? 2 : 1)
 #pragma unroll
     for (int dp = 0; dp < kD / 16; ++dp) {
       uint32_t bv[4];
-      ldmatrix_x4_trans(bv, tile_addr(sv_tile, vr, 16 * dp + 8 * v_hi));
+      ldmatrix_x4_trans(bv, sv_tile + v_off[dp % 4] + (dp / 4) * kPanel);
       mma_16816<Elem>(o[0][2 * dp], a, bv[0], bv[1]);
       mma_16816<Elem>(o[0][2 * dp + 1], a, bv[2], bv[3]);
     }
     __syncwarp();  // every lane's reads of the stage are done
     if (lane == 0) mbar_arrive(empty + 8 * stage);
+    if (++stage == kStages) stage = 0, phase ^= 1;
   }
   // 3. the epilogue reuses the stages: every consumer warp is past its last read of them
   bar_sync(1, Sh::kConsumers);
