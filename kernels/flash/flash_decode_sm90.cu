@@ -30,8 +30,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 
 #include "kernels/flash/flash_fwd_sm90.h"
 #include "kernels/flash/flash_instances.h"
@@ -44,17 +42,14 @@
 namespace wick::kernels::flash::sm90 {
 namespace {
 
-// D channels (64 or 128), kStages K/V stages, kGroups groups of four consumer warps. A group
-// has the sm_80 decode shape's rows and warps (16 rows, 4 warps x 16 keys of a 64-key tile);
-// with two groups, group g takes the key tiles it = g, g + 2, ... of the CTA, so two tiles'
-// dependency chains run at once. The epilogue (shared with the sm_80 kernel) merges every
-// consumer warp's rows, as in a tile of 64 * kGroups keys split by 4 * kGroups warps (Cfg).
-// One more warp is the producer.
-template <int D, int kStages_, int kGroups_ = 1>
+// D channels (64 or 128), kStages K/V stages. The rows and warps are the sm_80 decode
+// shape's (DecodeCfg: 16 rows, 4 warps x 16 keys of a 64-key tile), whose epilogue this
+// kernel shares; a fifth warp is the producer.
+template <int D, int kStages_>
 struct DecodeShape {
-  static constexpr int kD = D, kStages = kStages_, kGroups = kGroups_, kBlockN = 64, kRows = 16;
-  using Cfg = FlashConfig<D, D, 1, 1, 4 * kGroups, kBlockN * kGroups, kStages, true>;
-  static constexpr int kConsumers = Cfg::kThreads;           // 128 per group
+  static constexpr int kD = D, kStages = kStages_, kBlockN = 64, kRows = 16;
+  using Cfg = FlashConfig<D, D, 1, 1, 4, kBlockN, kStages, true>;
+  static constexpr int kConsumers = Cfg::kThreads;           // 128
   static constexpr int kThreads = kConsumers + 32;           // and the producer warp
   static constexpr uint32_t kTileBytes = kBlockN * D * 2;    // one swizzled K or V tile
   static constexpr uint32_t kStageBytes = 2 * kTileBytes;    // K, then V
@@ -69,7 +64,7 @@ __device__ __forceinline__ uint32_t tile_addr(uint32_t tile, int row, int ch) {
 }
 
 template <class Sh, class Elem, bool kPaged>
-__global__ void __launch_bounds__(Sh::kThreads, Sh::kStages <= 3 && Sh::kGroups == 1 ? 2 : 1)
+__global__ void __launch_bounds__(Sh::kThreads, Sh::kStages <= 3 ? 2 : 1)
     decode_kernel(const FlashKernelArgs args, const __grid_constant__ CUtensorMap map_k,
                   const __grid_constant__ CUtensorMap map_v, int piece_shift) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -106,12 +101,12 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kStages <= 3 && Sh::kGroups 
   Elem* sQ = reinterpret_cast<Elem*>(smem_raw + (base - raw) + kStages * kStageBytes);
   const uint32_t full = smem_addr(&barriers[0]), empty = full + 8 * kStages;
   if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) mbar_init(full + 8 * s, 1), mbar_init(empty + 8 * s, 4);  // one group
+    for (int s = 0; s < kStages; ++s) mbar_init(full + 8 * s, 1), mbar_init(empty + 8 * s, 4);
     fence_barrier_init();
   }
   __syncthreads();
 
-  if (warp == Sh::kConsumers / 32) {  // 2. the producer
+  if (warp == 4) {  // 2. the producer
     const int piece = 1 << piece_shift;
     int table_base = -32, table_entry = 0;  // this lane's entry of pages table_base .. + 31
     int stage = 0, phase = 0;  // tile it's stage (it % kStages) and its use of it ((it / kStages) & 1)
@@ -155,8 +150,7 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kStages <= 3 && Sh::kGroups 
     return;
   }
 
-  // the consumers: warp w of group `group` takes keys 16w .. 16w + 15 of the group's tiles
-  const int group = warp / 4, wk = warp % 4;
+  // the consumers: warp w takes keys 16w .. 16w + 15 of every tile
   const int g = lane / 4, tq = lane % 4;
   const int hs = p.head_size;
   // 1. Q: row r is query row r / G of head hk * G + r % G (rows past the end and channels
@@ -187,7 +181,7 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kStages <= 3 && Sh::kGroups 
   // (key vr, channels + 8 for lanes 16-31). In the swizzled tile, 16-channel step ks of a
   // row sits at panel ks / 4, chunk (2 (ks % 4) + hi) ^ (row % 8) = 2 (ks % 4) ^ (hi ^ row % 8):
   // four offsets per lane, the panel a constant, so each ldmatrix is one add from the tile.
-  const int kr = 16 * wk + (lane % 8) + 8 * (lane / 16), vr = 16 * wk + (lane % 8) + 8 * ((lane / 8) % 2);
+  const int kr = 16 * warp + (lane % 8) + 8 * (lane / 16), vr = 16 * warp + (lane % 8) + 8 * ((lane / 8) % 2);
   uint32_t k_off[4], v_off[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
@@ -196,9 +190,9 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kStages <= 3 && Sh::kGroups 
   }
   constexpr uint32_t kPanel = kBlockN * 128;  // bytes of one 64-channel panel of a tile
 
-  for (int nb = nb_begin + group, it = group; nb < nb_end; nb += Sh::kGroups, it += Sh::kGroups) {
-    const int stage = it % kStages;
-    mbar_wait(full + 8 * stage, (it / kStages) & 1);
+  int stage = 0, phase = 0;
+  for (int nb = nb_begin; nb < nb_end; ++nb) {
+    mbar_wait(full + 8 * stage, phase);
     const uint32_t sk_tile = base + stage * kStageBytes, sv_tile = sk_tile + kTileBytes;
     // a. S = Q K^T for the warp's 16 keys (two 8-key n-blocks)
     float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
@@ -216,7 +210,7 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kStages <= 3 && Sh::kGroups 
       for (int rr = 0; rr < 2; ++rr) {
         const int r = min(g + 8 * rr, rows - 1);
         const Range<int> window = window_keys<int>(p, r / G + off, sb.sk);
-        const int t_first = t_tile + 16 * wk + 2 * tq;  // this thread's first key
+        const int t_first = t_tile + 16 * warp + 2 * tq;  // this thread's first key
         const int lo = window.begin - t_first, hi = window.end - t_first;
 #pragma unroll
         for (int j = 0; j < 2; ++j)
@@ -258,11 +252,11 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kStages <= 3 && Sh::kGroups 
         for (int e = 0; e < 4; ++e) o[0][d][e] *= corr[e / 2];
     }
     // V rows of this warp's keys at or past sk: zeros before the product
-    const int first_past = sb.sk - (t_tile + 16 * wk);
+    const int first_past = sb.sk - (t_tile + 16 * warp);
     if (first_past < 16) {
       for (int c = lane; c < 16 * (kD / 8); c += 32) {
         const int r = c / (kD / 8), ch = (c % (kD / 8)) * 8;
-        if (r >= first_past) st_shared_zero16(tile_addr(sv_tile, 16 * wk + r, ch));
+        if (r >= first_past) st_shared_zero16(tile_addr(sv_tile, 16 * warp + r, ch));
       }
       fence_proxy_async();  // ordered before the copy engine's next write of this stage
       __syncwarp();
@@ -282,6 +276,7 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kStages <= 3 && Sh::kGroups 
     }
     __syncwarp();  // every lane's reads of the stage are done
     if (lane == 0) mbar_arrive(empty + 8 * stage);
+    if (++stage == kStages) stage = 0, phase ^= 1;
   }
   // 3. the epilogue reuses the stages: every consumer warp is past its last read of them
   bar_sync(1, Sh::kConsumers);
@@ -346,11 +341,6 @@ template <int D, class Elem, bool kPaged>
 bool run_decode_instance(const FlashFwdParams& p, cudaStream_t st, const DeviceChecks* checks) {
   using Wide = DecodeShape<D, 3>;
   using Deep = DecodeShape<D, kDeepStages<D>>;
-  using Deep2 = DecodeShape<D, kDeepStages<D>, 2>;
-  static const bool two_groups = [] {
-    const char* v = std::getenv("WICK_FLASH_SM90_DECODE_GROUPS");
-    return v && std::strcmp(v, "2") == 0;
-  }();
   const int max_sk = p.cu_seqlens_k ? p.max_seqlen_k : p.seqlen_k;
   const int64_t tiles = static_cast<int64_t>(p.batch) * p.num_heads_k;
   if (tiles <= 0 || tiles > 0x7fffffff) return false;
@@ -359,9 +349,7 @@ bool run_decode_instance(const FlashFwdParams& p, cudaStream_t st, const DeviceC
   const int key_tiles = (max_sk + Wide::kBlockN - 1) / Wide::kBlockN;
   int splits = p.num_splits > 0 ? p.num_splits : choose_num_splits(tiles, key_tiles, res.slots, res.sms, true);
   splits = std::max(1, std::min(splits, 65535 / std::max(p.batch, 1)));
-  if (splits > 1 && tiles * splits <= res.sms)
-    return two_groups ? launch_decode<Deep2, Elem, kPaged>(p, st, splits, checks)
-                      : launch_decode<Deep, Elem, kPaged>(p, st, splits, checks);
+  if (splits > 1 && tiles * splits <= res.sms) return launch_decode<Deep, Elem, kPaged>(p, st, splits, checks);
   return launch_decode<Wide, Elem, kPaged>(p, st, splits, checks);
 }
 
