@@ -8,7 +8,8 @@
 // windows, LSE. The sm_80 family
 // keeps: the other head sizes, softcap, ALiBi and mm-prefix ranges (their per-element logits
 // would cost this kernel registers it does not have), a softmax scale that is not positive,
-// forced split counts, decode shapes, inputs without 16-byte rows, and f16 in
+// forced split counts, decode shapes (those at head sizes 64, 96 and 128 go to the Hopper
+// decode, flash_decode_sm90.cu), inputs without 16-byte rows, and f16 in
 // WICK_FLASH_QUICK builds. It never splits the keys: a call with few query tiles and very
 // long keys runs one CTA per (tile, head, sequence).
 //

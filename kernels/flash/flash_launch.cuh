@@ -1,5 +1,6 @@
 // Launch of one tensor-core instance: grid shape, split-KV choice, scratch, combine.
-// Included only by the kernels/flash/flash_fwd_hdim<D>.cu instance files.
+// Included by the kernels/flash/flash_fwd_hdim<D>.cu instance files, and by the Hopper decode
+// (flash_decode_sm90.cu) for the split rule, residency and workspace it shares with them.
 #pragma once
 #include <cuda_runtime.h>
 
