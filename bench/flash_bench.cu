@@ -453,6 +453,9 @@ int main(int argc, char** argv) {
     // the launcher's count (16 splits) over 8k to 64k keys: time against bytes, whose
     // intercept is a split's fixed start and end
     for (int ctx : {8192, 16384, 65536}) run_decode(1, ctx, 0, true);
+    // 8 splits (merged inside a cluster on sm_90) against 16 (merged through global scratch)
+    for (int ctx : {4096, 8192, 16384})
+      for (int splits : {8, 16}) run_decode(1, ctx, splits, true);
     for (int splits : {0, 1, 2, 3, 4, 5, 8}) run_decode(8, 4096, splits, true);
   }
   if (g_json) std::fclose(g_json);

@@ -54,21 +54,39 @@ inline bool has_grid_wait(const void* kernel) {
 }
 
 // Launches kernel<<<grid, block, smem, st>>>(args...), programmatically where the kernel's
-// code has the wait (see above). Returns the launch's error.
+// code has the wait (see above), in clusters of `cluster` CTAs (thread block clusters,
+// sm_90; 1 x 1 x 1: none). Returns the launch's error.
 template <class... Params, class... Args>
-inline cudaError_t launch_programmatic(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                                       cudaStream_t st, const Args&... args) {
-  if (!has_grid_wait(reinterpret_cast<const void*>(kernel))) {
+inline cudaError_t launch_programmatic_clusters(void (*kernel)(Params...), dim3 grid, dim3 cluster, dim3 block,
+                                                size_t smem, cudaStream_t st, const Args&... args) {
+  const bool clustered = cluster.x * cluster.y * cluster.z > 1;
+  const bool programmatic = has_grid_wait(reinterpret_cast<const void*>(kernel));
+  if (!programmatic && !clustered) {
     kernel<<<grid, block, smem, st>>>(args...);
     return cudaGetLastError();
   }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = st;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr, cfg.numAttrs = 1;
+  cudaLaunchAttribute attr[2];
+  unsigned n = 0;
+  if (programmatic) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (clustered) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = cluster.x, attr[n].val.clusterDim.y = cluster.y;
+    attr[n++].val.clusterDim.z = cluster.z;
+  }
+  cfg.attrs = attr, cfg.numAttrs = n;
   return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
+// launch_programmatic_clusters with no clusters.
+template <class... Params, class... Args>
+inline cudaError_t launch_programmatic(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                                       cudaStream_t st, const Args&... args) {
+  return launch_programmatic_clusters(kernel, grid, dim3(1, 1, 1), block, smem, st, args...);
 }
 
 }  // namespace wick::kernels

@@ -24,11 +24,11 @@ command -v compute-sanitizer >/dev/null || { echo "compute-sanitizer not found (
 [ -x "$tests" ] || { echo "$tests not found: build with CUDA first (cmake -DWICK_CUDA=ON)" >&2; exit 2; }
 
 # The subsets (doctest test-case name filters).
-flash_small="flash kernels: sanitizer subset,flash kernels: decode*"
+flash_small="flash kernels: sanitizer subset,flash kernels: decode*,flash kernels: split decode*"
 many_tiles="flash kernels: more query tiles*,flash kernels: eager calls and captured graphs*"
 attention="attention: random*,attention: NaN and inf propagate;*,attention: two runs*,attention: +inf*"
 memcheck_set="ops:*,sizes:*,integers:*,copy_into:*,autograd: *,$attention,attention backward*,attention: long*,$flash_small,$many_tiles,flash kernels: paged*,gradcheck cuda*"
-racecheck_set="flash kernels: sanitizer subset,$many_tiles,attention backward: sweep*,attention backward: paged*,ops: long rows*"
+racecheck_set="flash kernels: sanitizer subset,flash kernels: split decode*,$many_tiles,attention backward: sweep*,attention backward: paged*,ops: long rows*"
 initcheck_set="$flash_small,attention: random*,attention backward: paged*,ops: long rows*"
 synccheck_set="$flash_small,attention backward: paged*,ops: long rows*"
 

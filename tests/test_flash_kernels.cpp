@@ -710,8 +710,9 @@ TEST_CASE("flash kernels: more query tiles than SMs (persistent CTAs walk severa
 // counter), and take the fixed walk in a capture made through the CUDA runtime: the same
 // tiles, computed the same way, so the same bits. Many tiles of varied lengths, so the claims
 // reach every CTA; on other GPUs the same holds for their kernels. Split-KV decode likewise:
-// merged in place by the last split in eager calls and in a CudaGraph (its own partials and
-// counters), by the separate merge kernel in a runtime capture, with the same arithmetic.
+// merged inside a cluster of its splits on sm_90 (any capture), else in place by the last
+// split in eager calls and in a CudaGraph (its own partials and counters) and by the
+// separate merge kernel in a runtime capture, with the same arithmetic.
 // (The claims' accuracy against float64 is the test of more query tiles than SMs above.)
 TEST_CASE("flash kernels: eager calls and captured graphs agree bitwise (tile claims, fixed walk, split merges)") {
   SKIP_WITHOUT_CUDA();
@@ -779,6 +780,44 @@ TEST_CASE("flash kernels: decode, forced split counts agree") {
   d.dtype = FlashDType::F16, d.nh = 16, d.nhk = 1, d.hs = 128, d.page = 32, d.wl = -1, d.num_splits = 7;
   d.sq = {1, 1, 1};
   d.sk = lengths(case_rng(), 3, 100, 3000);
+  check_case(d);
+}
+
+// On an sm_90 GPU a split decode call merges its splits inside a cluster of CTAs (each
+// split's partial rows in its shared memory, read by the others) up to 8 splits, and through
+// global scratch when that is switched off or the splits are more: the same partials merged
+// in the same order, so the same bits. Split counts from 2 to 8 and 11 (scratch either way),
+// paged and not, GQA rows of several queries, a window, an empty sequence, f16 and d64.
+TEST_CASE("flash kernels: split decode merged in a cluster and through scratch agree bitwise") {
+  SKIP_WITHOUT_CUDA();
+  auto agree = [](const Case& c, int splits) {
+    Harness hns(c, next_salt());
+    INFO("case ", c.name, " splits ", splits, " seed ", hns.seed());
+    wick::kernels::flash_set_cluster_merge(true);
+    const Result cluster = hns.run(true, splits);
+    wick::kernels::flash_set_cluster_merge(false);
+    const Result scratch = hns.run(true, splits);
+    wick::kernels::flash_set_cluster_merge(true);
+    CHECK(max_abs_diff(cluster.out, scratch.out) == 0);
+    CHECK(max_abs_diff(cluster.lse, scratch.lse) == 0);
+    double worst = 0;
+    for (double x : cluster.out) worst = std::max(worst, std::abs(x));
+    CHECK(worst > 0);  // something was written
+  };
+  Case c;
+  c.name = "decode gqa 32/8 paged 64";
+  c.sq = {1, 1, 1, 1};
+  c.sk = lengths(case_rng(), 4, 1, 3000);
+  c.sk[1] = 0;
+  c.nh = 32, c.nhk = 8, c.hs = 128, c.page = 64, c.causal = true;
+  for (int splits : {2, 5, 8, 11}) agree(c, splits);
+  Case d;
+  d.name = "decode f16 d64 gqa 8/2 sq 1..2, window 700";
+  d.sq = {1, 2, 2}, d.sk = lengths(case_rng(), 3, 2, 2500);
+  d.nh = 8, d.nhk = 2, d.hs = 64, d.wl = 700, d.wr = 0, d.dtype = FlashDType::F16;
+  for (int splits : {3, 7}) agree(d, splits);
+  check_case(c);  // the launcher's own split count, against float64
+  d.num_splits = 7;
   check_case(d);
 }
 

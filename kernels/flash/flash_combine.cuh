@@ -21,18 +21,19 @@ struct Merged {
   float lse;
 };
 
-// Merges channels [c, c + 4) of one (row, head) from its splits' partials: split s's lse at
-// lseacc[slot0 + s * split_step], its normalised O at oacc[(that slot) * acc_dim + c]. One
-// pass with a running maximum m (the online softmax over splits): sum = sum_s exp(lse_s - m)
-// and acc = sum_s exp(lse_s - m) O_s are rescaled when m grows, so lse = m + log(sum) and
-// O = acc / sum. The loads of kChunk splits are issued together before any is used: the
-// merge runs at the end of a kernel, where every dependent round trip to L2 is exposed, so
-// it costs one round trip per kChunk splits (a merge that read the lse values first and
-// then each split's O in turn cost several per split). Loads bypass L1 (__ldcg): the
-// partials may have been written by other SMs during this kernel (the in-kernel merge).
-// A split with lse_s = -inf weighs 0 (its O is not used); NaN in any lse_s makes the row NaN.
-__device__ inline Merged merge_splits(const float* oacc, const float* lseacc, int64_t slot0, int64_t split_step,
-                                      int num_splits, int acc_dim, int c) {
+// Merges channels [c, c + 4) of one (row, head) from its splits' partials, which
+// load(s, lse_s, o_s) reads for split s (its lse and those channels of its normalised O).
+// Splits go in chunks of kChunk: a chunk's loads are issued together before any is used
+// (the merge runs at the end of a kernel, where every dependent round trip is exposed, so it
+// costs one round trip per chunk), then with m the largest lse so far (the online softmax
+// over chunks) sum = sum_s exp(lse_s - m) and acc = sum_s exp(lse_s - m) O_s, rescaled once
+// per chunk when m grows; a chunk's exponentials are independent of each other, so they
+// overlap instead of forming a chain. lse = m + log(sum) and O = acc / sum. Every reader of
+// partials merges through this function, so where they are kept (global scratch, or the
+// shared memory of a cluster's CTAs) does not change a result's bits. A split with lse_s =
+// -inf weighs 0 (its O is not used); NaN in any lse_s makes the row NaN.
+template <class Load>
+__device__ __forceinline__ Merged merge_partials(int num_splits, Load load) {
   constexpr int kChunk = 8;
   float m = -INFINITY, sum = 0.f;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -42,28 +43,47 @@ __device__ inline Merged merge_splits(const float* oacc, const float* lseacc, in
     float4 x[kChunk];
 #pragma unroll
     for (int k = 0; k < kChunk; ++k) {
-      const int64_t slot = slot0 + min(s0 + k, num_splits - 1) * split_step;  // a real slot: no stray read
-      ls[k] = s0 + k < num_splits ? __ldcg(lseacc + slot) : -INFINITY;
-      x[k] = __ldcg(reinterpret_cast<const float4*>(oacc + slot * acc_dim + c));
+      load(min(s0 + k, num_splits - 1), ls[k], x[k]);  // a real split: no stray read
+      if (s0 + k >= num_splits) ls[k] = -INFINITY;
     }
+    float m_new = m;
 #pragma unroll
     for (int k = 0; k < kChunk; ++k) {
       nan_split |= ls[k] != ls[k];
-      const float m_new = fmaxf(m, ls[k]);  // fmaxf skips NaN: nan_split keeps it
-      if (m_new == -INFINITY) continue;     // no split so far saw a key
-      const float a = expf(m - m_new), w = ls[k] == -INFINITY ? 0.f : expf(ls[k] - m_new);
-      sum = sum * a + w;
-      acc.x = acc.x * a + (w == 0.f ? 0.f : w * x[k].x);
-      acc.y = acc.y * a + (w == 0.f ? 0.f : w * x[k].y);
-      acc.z = acc.z * a + (w == 0.f ? 0.f : w * x[k].z);
-      acc.w = acc.w * a + (w == 0.f ? 0.f : w * x[k].w);
-      m = m_new;
+      m_new = fmaxf(m_new, ls[k]);  // fmaxf skips NaN: nan_split keeps it
     }
+    if (m_new == -INFINITY) continue;  // no split so far saw a key
+    const float a = expf(m - m_new);   // 0 while m is -inf (sum and acc are 0 then)
+    sum *= a;
+    acc.x *= a, acc.y *= a, acc.z *= a, acc.w *= a;
+#pragma unroll
+    for (int k = 0; k < kChunk; ++k) {
+      const float w = ls[k] == -INFINITY ? 0.f : expf(ls[k] - m_new);
+      sum += w;
+      acc.x += w == 0.f ? 0.f : w * x[k].x;
+      acc.y += w == 0.f ? 0.f : w * x[k].y;
+      acc.z += w == 0.f ? 0.f : w * x[k].z;
+      acc.w += w == 0.f ? 0.f : w * x[k].w;
+    }
+    m = m_new;
   }
   if (nan_split) return {make_float4(NAN, NAN, NAN, NAN), NAN};
   if (m == -INFINITY) return {acc, -INFINITY};  // no split saw a key: 0 and -inf
   const float inv = 1.f / sum;
   return {make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv), m + logf(sum)};
+}
+
+// merge_partials over partials in global scratch: split s's lse at lseacc[slot0 + s *
+// split_step], its normalised O at oacc[(that slot) * acc_dim + c]. Loads bypass L1
+// (__ldcg): the partials may have been written by other SMs during this kernel (the
+// in-kernel merge).
+__device__ inline Merged merge_splits(const float* oacc, const float* lseacc, int64_t slot0, int64_t split_step,
+                                      int num_splits, int acc_dim, int c) {
+  return merge_partials(num_splits, [&](int s, float& ls, float4& x) {
+    const int64_t slot = slot0 + s * split_step;
+    ls = __ldcg(lseacc + slot);
+    x = __ldcg(reinterpret_cast<const float4*>(oacc + slot * acc_dim + c));
+  });
 }
 
 template <class Elem>

@@ -1,7 +1,7 @@
 // The Hopper decode (sm_90a): the decode shape of flash_fwd_kernel.cuh (the query heads of
-// a GQA group packed as the rows of one 16-row tile, four warps splitting each 64-key tile,
-// split-KV merged in place) with the K/V tiles brought by the tensor memory accelerator
-// instead of per-thread copies. A decode call is a K/V stream; in the sm_80 kernel every
+// a GQA group packed as the rows of one 16-row tile, four warps splitting each 64-key tile)
+// with the K/V tiles brought by the tensor memory accelerator instead of per-thread copies,
+// and split-KV partials merged inside a thread block cluster. A decode call is a K/V stream; in the sm_80 kernel every
 // thread issues sixteen 16-byte copies per tile with their page lookups and address
 // arithmetic, most of the instructions a warp executes (bench/RESULTS.md). Here one producer
 // lane asks the copy engine for each page piece of the tile and the four consumer warps only
@@ -23,12 +23,16 @@
 //      then the warp arrives on `empty`. V rows past sk are zeroed by the warp that owns
 //      them before its product (they hold another sequence's or a stale stage's values, and
 //      P = 0 times a NaN is NaN).
-//   3. the four warps' (m, l, O) merged through shared memory and written, or written as
-//      split partials and merged in place by the tile's last split (write_rows_merged,
-//      shared with the sm_80 kernel)                                          = CPU step 3
+//   3. the four warps' (m, l, O) merged through shared memory (merge_warp_rows, shared
+//      with the sm_80 kernel) and written                                     = CPU step 3
+//   4. split-KV: the splits of a tile launched as one cluster leave their partial rows in
+//      shared memory and merge them there, reading each other's (merge_cluster_partials);
+//      otherwise the partials go to global scratch and the tile's last split merges them
+//      (write_rows_merged, as in the sm_80 kernel)
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "kernels/flash/flash_fwd_sm90.h"
@@ -55,7 +59,11 @@ struct DecodeShape {
   static constexpr uint32_t kStageBytes = 2 * kTileBytes;    // K, then V
   static constexpr int kQStride = D + 8;                     // padded Q rows (elements)
   static constexpr int kSmem = 1024 + kStages * kStageBytes + kRows * kQStride * 2;
-  static_assert(Cfg::kSmemEpi <= kStages * kStageBytes, "the epilogue fits in the stages");
+  // a split's partial rows for its cluster's merge, after the epilogue's warp merge: O
+  // (kRows x D, f32, normalised), then the rows' lse
+  static constexpr int kPartOffset = (Cfg::kSmemEpi + 15) / 16 * 16;
+  static constexpr int kPartBytes = (kRows * D + kRows) * 4;
+  static_assert(kPartOffset + kPartBytes <= kStages * kStageBytes, "the epilogue fits in the stages");
 };
 
 // Shared address of element (row, ch) of a swizzled 64-row tile at `tile` (hopper.cuh).
@@ -63,16 +71,51 @@ __device__ __forceinline__ uint32_t tile_addr(uint32_t tile, int row, int ch) {
   return tile + swizzled_offset(64, row, ch);
 }
 
+// The merge of a cluster's splits (launched in_cluster: the args.num_splits splits of one
+// tile form one cluster, cluster rank = split). Each split has left its partial rows at
+// shared address `part` (DecodeShape::kPartOffset's layout); every thread of the cluster
+// calls this. The splits merge the tile's (row, 4-channel) items between them, reading
+// every split's partial from its shared memory, in merge_partials' order (the same bits as
+// a merge of the same partials through global scratch).
+template <class Sh, class Elem>
+__device__ __forceinline__ void merge_cluster_partials(const FlashKernelArgs& args, uint32_t part, int b,
+                                                       const SeqBounds& sb, int rows, int hk) {
+  constexpr int kD = Sh::kD, kRows = Sh::kRows;
+  const FlashFwdParams& p = args.p;
+  cluster_sync();  // every split's partial is in its shared memory
+  const int splits = args.num_splits, G = args.pack, quads = p.head_size / 4;
+  for (int c = cluster_rank() * Sh::kThreads + threadIdx.x; c < rows * quads; c += splits * Sh::kThreads) {
+    const int r = c / quads, col = (c % quads) * 4;
+    const Merged mg = merge_partials(splits, [&](int s, float& ls, float4& x) {
+      const uint32_t peer = peer_smem(part, s);
+      ls = ld_peer_f32(peer + 4 * (kRows * kD + r));
+      x = ld_peer_f32x4(peer + 4 * (r * kD + col));
+    });
+    const int i = r / G, h = hk * G + r % G;
+    store4(static_cast<Elem*>(p.out) + o_offset(p, b, sb, i, h) + col, mg.o);
+    if (p.lse && col == 0) p.lse[lse_offset(p, b, sb, i, h)] = mg.lse;
+  }
+  cluster_sync_relaxed();  // no split leaves while another may still read its shared memory
+}
+
 template <class Sh, class Elem, bool kPaged>
 __global__ void __launch_bounds__(Sh::kThreads, Sh::kStages <= 3 ? 2 : 1)
     decode_kernel(const FlashKernelArgs args, const __grid_constant__ CUtensorMap map_k,
-                  const __grid_constant__ CUtensorMap map_v, int piece_shift) {
+                  const __grid_constant__ CUtensorMap map_v, int piece_shift, bool in_cluster) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kD = Sh::kD, kStages = Sh::kStages, kBlockN = Sh::kBlockN, kQStride = Sh::kQStride;
   constexpr uint32_t kTileBytes = Sh::kTileBytes, kStageBytes = Sh::kStageBytes;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ __align__(8) uint64_t barriers[2 * kStages];  // full[kStages], empty[kStages]
   const FlashFwdParams& p = args.p;
+  // before the wait for the kernel before (none of this reads global memory): the copy
+  // engine fetches the tensor maps, thread 0 sets up the stage barriers
+  const uint32_t full = smem_addr(&barriers[0]), empty = full + 8 * kStages;
+  if (threadIdx.x == Sh::kConsumers) prefetch_tensor_map(&map_k), prefetch_tensor_map(&map_v);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) mbar_init(full + 8 * s, 1), mbar_init(empty + 8 * s, 4);
+    fence_barrier_init();
+  }
   if (args.check_here ? checks_fail_here(p, args.checks) : call_faulted(p)) {
     write_fault_outputs<Elem>(p, blockIdx.x + static_cast<int64_t>(blockIdx.z) * gridDim.x,
                               static_cast<int64_t>(gridDim.x) * gridDim.z);
@@ -99,12 +142,8 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kStages <= 3 ? 2 : 1)
   const uint32_t raw = smem_addr(smem_raw);
   const uint32_t base = (raw + 1023) & ~1023u;  // swizzled panels: 1024-byte aligned
   Elem* sQ = reinterpret_cast<Elem*>(smem_raw + (base - raw) + kStages * kStageBytes);
-  const uint32_t full = smem_addr(&barriers[0]), empty = full + 8 * kStages;
-  if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) mbar_init(full + 8 * s, 1), mbar_init(empty + 8 * s, 4);
-    fence_barrier_init();
-  }
-  __syncthreads();
+  const uint32_t part = base + Sh::kPartOffset;  // this split's partial rows (in_cluster)
+  __syncthreads();  // the barriers are initialised
 
   if (warp == 4) {  // 2. the producer
     const int piece = 1 << piece_shift;
@@ -147,6 +186,7 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kStages <= 3 ? 2 : 1)
       }
       if (++stage == kStages) stage = 0, phase ^= 1;
     }
+    if (in_cluster) merge_cluster_partials<Sh, Elem>(args, part, b, sb, rows, hk);
     return;
   }
 
@@ -280,8 +320,22 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kStages <= 3 ? 2 : 1)
   }
   // 3. the epilogue reuses the stages: every consumer warp is past its last read of them
   bar_sync(1, Sh::kConsumers);
-  write_rows_merged<typename Sh::Cfg, Elem>(args, smem_raw + (base - raw), o, m_run, l_run, sc, b, sb, 0, rows, hk,
-                                            0, [] { bar_sync(1, Sh::kConsumers); });
+  auto sync = [] { bar_sync(1, Sh::kConsumers); };
+  if (!in_cluster) {
+    write_rows_merged<typename Sh::Cfg, Elem>(args, smem_raw + (base - raw), o, m_run, l_run, sc, b, sb, 0, rows, hk,
+                                              0, sync);
+    return;
+  }
+  // 4. split-KV merged in the cluster: this split's rows to its shared memory, then the merge
+  float* part_o = reinterpret_cast<float*>(smem_raw + (part - raw));
+  merge_warp_rows<typename Sh::Cfg>(smem_raw + (base - raw), o, m_run, l_run, sc, 0, rows, sync,
+                                    [&](int r, int cc, const float (&acc)[8], float inv, float lse) {
+    float4* dst = reinterpret_cast<float4*>(part_o + r * kD + cc);
+    dst[0] = make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
+    dst[1] = make_float4(acc[4] * inv, acc[5] * inv, acc[6] * inv, acc[7] * inv);
+    if (cc == 0) part_o[Sh::kRows * kD + r] = lse;
+  });
+  merge_cluster_partials<Sh, Elem>(args, part, b, sb, rows, hk);
 #else
   __trap();  // built for sm_90a only; any other target has no body
 #endif
@@ -293,15 +347,64 @@ bool decode_on() {
   return on;
 }
 
+// set_cluster_merge's state: -1 until the first split call reads WICK_FLASH_CLUSTER_MERGE.
+std::atomic<int> g_cluster_merge{-1};
+bool cluster_merge_on() {
+  int on = g_cluster_merge.load(std::memory_order_relaxed);
+  if (on < 0) {
+    on = not_switched_off("WICK_FLASH_CLUSTER_MERGE") ? 1 : 0;
+    int unset = -1;
+    if (!g_cluster_merge.compare_exchange_strong(unset, on)) on = unset;  // set meanwhile
+  }
+  return on == 1;
+}
+
+// Whether `splits` splits of each of `tiles` tiles may run as clusters of one tile's splits
+// (merged in shared memory): at most kMaxCluster per cluster (the portable cluster size),
+// and the GPU must hold as many of the grid's CTAs at once in clusters as it holds without
+// (`resident` CTAs per wave, from the occupancy of the unclustered kernel), so clustering
+// never costs a wave. The GPU's answer for a cluster size is asked once per kernel and device.
+constexpr int kMaxCluster = 8;
+template <class Kernel>
+bool clusters_fit(Kernel kernel, int smem, int threads, int64_t tiles, int splits, int64_t resident) {
+  if (!cluster_merge_on() || splits < 2 || splits > kMaxCluster) return false;
+  static int answers[kMaxDevices][kMaxCluster + 1] = {};  // clusters resident at once, + 1 (0: not asked)
+  int dev = 0;
+  WICK_CUDA_CHECK(cudaGetDevice(&dev));
+  int held = 0;
+  if (dev < kMaxDevices && answers[dev][splits] > 0) {
+    held = answers[dev][splits] - 1;
+  } else {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(static_cast<unsigned>(std::min<int64_t>(tiles, 1024)), 1u, static_cast<unsigned>(splits));
+    cfg.blockDim = dim3(threads), cfg.dynamicSmemBytes = smem;
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = 1, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = splits;
+    cfg.attrs = &attr, cfg.numAttrs = 1;
+    if (cudaOccupancyMaxActiveClusters(&held, kernel, &cfg) != cudaSuccess) {
+      (void)cudaGetLastError();
+      held = 0;
+    }
+    if (dev < kMaxDevices) answers[dev][splits] = held + 1;
+  }
+  const int64_t ctas = tiles * splits;
+  return held > 0 && (tiles + held - 1) / held <= (ctas + resident - 1) / resident;
+}
+
 // One instance: false (nothing launched) when the copy engine cannot describe the call's
-// K/V, or when split partials would need a separate combine kernel (a capture made directly
-// through the CUDA runtime, or more tiles than the workspace counts): the sm_80 kernel
-// covers those.
+// K/V, or when split partials would need a separate combine kernel (no cluster merge, and a
+// capture made directly through the CUDA runtime or more tiles than the workspace counts):
+// the sm_80 kernel covers those. `resident`: CTAs of this instance the GPU holds at once.
 template <class Sh, class Elem, bool kPaged>
-bool launch_decode(const FlashFwdParams& p, cudaStream_t st, int splits, const DeviceChecks* checks) {
-  const int piece_shift = p.page_block_size % 64 == 0 ? 6 : 5;
+bool launch_decode(const FlashFwdParams& p, cudaStream_t st, int splits, int64_t resident,
+                   const DeviceChecks* checks) {
+  const int piece_shift = paged_piece_shift(p, Sh::kBlockN);
   CUtensorMap map_k, map_v;
   if (!make_kv_maps(p, Sh::kBlockN, piece_shift, map_k, map_v)) return false;
+  auto kernel = decode_kernel<Sh, Elem, kPaged>;
+  static bool smem_set[kSmemLimitDevices] = {};
+  raise_smem_limit_once(kernel, Sh::kSmem, smem_set);
   FlashKernelArgs a;
   a.p = p;
   a.pack = p.num_heads / p.num_heads_k;
@@ -310,7 +413,8 @@ bool launch_decode(const FlashFwdParams& p, cudaStream_t st, int splits, const D
   a.heads_y = p.num_heads_k;
   a.num_splits = splits;
   const int64_t tiles = static_cast<int64_t>(p.batch) * p.num_heads_k;
-  if (splits > 1) {
+  const bool in_cluster = clusters_fit(kernel, Sh::kSmem, Sh::kThreads, tiles, splits, resident);
+  if (splits > 1 && !in_cluster) {
     const size_t slots_total = static_cast<size_t>(splits) * p.total_q * p.num_heads;
     SplitWorkspace ws;
     if (!merge_in_place_on() || !split_workspace(st, tiles, slots_total * (a.acc_dim + 1), ws)) return false;
@@ -323,11 +427,10 @@ bool launch_decode(const FlashFwdParams& p, cudaStream_t st, int splits, const D
   } else if (checks) {
     flash_validate(ValidateArgs{p, *checks}, st);
   }
-  auto kernel = decode_kernel<Sh, Elem, kPaged>;
-  static bool smem_set[kSmemLimitDevices] = {};
-  raise_smem_limit_once(kernel, Sh::kSmem, smem_set);
   const dim3 grid(static_cast<unsigned>(tiles), 1u, static_cast<unsigned>(splits));
-  WICK_CUDA_CHECK(launch_programmatic(kernel, grid, dim3(Sh::kThreads), Sh::kSmem, st, a, map_k, map_v, piece_shift));
+  const dim3 cluster(1u, 1u, in_cluster ? static_cast<unsigned>(splits) : 1u);
+  WICK_CUDA_CHECK(launch_programmatic_clusters(kernel, grid, cluster, dim3(Sh::kThreads), Sh::kSmem, st, a, map_k,
+                                               map_v, piece_shift, in_cluster));
   return true;
 }
 
@@ -348,9 +451,16 @@ bool run_decode_instance(const FlashFwdParams& p, cudaStream_t st, const DeviceC
   const Residency res = resident_slots(decode_kernel<Wide, Elem, kPaged>, Wide::kThreads, Wide::kSmem, residency_cache);
   const int key_tiles = (max_sk + Wide::kBlockN - 1) / Wide::kBlockN;
   int splits = p.num_splits > 0 ? p.num_splits : choose_num_splits(tiles, key_tiles, res.slots, res.sms, true);
+  // 9 to 16 splits merge through global scratch: over at most kClusterKeyTiles key tiles,
+  // 8 splits merged in a cluster finish first (bench/RESULTS.md, H200: B = 1 at 2048 keys
+  // 10.5 against 11.6 us; at 4096 equal; at 8192 17.2 against 15.0)
+  constexpr int kClusterKeyTiles = 64;
+  if (p.num_splits <= 0 && splits > kMaxCluster && splits <= 2 * kMaxCluster && key_tiles <= kClusterKeyTiles &&
+      cluster_merge_on())
+    splits = kMaxCluster;
   splits = std::max(1, std::min(splits, 65535 / std::max(p.batch, 1)));
-  if (splits > 1 && tiles * splits <= res.sms) return launch_decode<Deep, Elem, kPaged>(p, st, splits, checks);
-  return launch_decode<Wide, Elem, kPaged>(p, st, splits, checks);
+  if (splits > 1 && tiles * splits <= res.sms) return launch_decode<Deep, Elem, kPaged>(p, st, splits, res.sms, checks);
+  return launch_decode<Wide, Elem, kPaged>(p, st, splits, res.slots, checks);
 }
 
 template <int D>
@@ -367,6 +477,8 @@ bool run_decode_head_size(const FlashFwdParams& p, cudaStream_t st, const Device
 }
 
 }  // namespace
+
+void set_cluster_merge(bool on) { g_cluster_merge.store(on ? 1 : 0); }
 
 bool decode_covers(const FlashFwdParams& p) {
   const int d = p.head_size;

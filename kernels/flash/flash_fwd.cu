@@ -68,6 +68,14 @@ bool dispatch_dtype(const FlashFwdParams& p, void* stream, bool decode_shape, co
 
 }  // namespace
 
+void flash_set_cluster_merge(bool on) {
+#if WICK_FLASH_SM90
+  flash::sm90::set_cluster_merge(on);
+#else
+  (void)on;
+#endif
+}
+
 void flash_fwd(const FlashFwdParams& p, void* stream, const DeviceChecks* checks) {
   if (p.head_size <= 0 || p.head_size > kMaxHeadSize)
     throw Error("C10", "flash_fwd: head_size " + std::to_string(p.head_size) + " is outside 1..512");

@@ -13,6 +13,12 @@ struct DeviceChecks;  // kernels/flash/validate.h
 // the tensor-core kernel runs them itself when it can, else a check kernel runs first.
 void flash_fwd(const FlashFwdParams& params, void* stream, const DeviceChecks* checks = nullptr);
 
+// How split-KV decode calls merge their splits on sm_90 GPUs: inside a cluster of CTAs (on,
+// the default) or through global scratch (kernels/flash/flash_fwd_sm90.h, set_cluster_merge);
+// the same bits either way. Does nothing in a build without the Hopper kernels. For
+// comparisons (tests, benchmarks).
+void flash_set_cluster_merge(bool on);
+
 // The readable lesson kernel: follows ops/attention/cpu.cpp step by step. Slow; a second reference.
 void flash_fwd_naive(const FlashFwdParams& params, void* stream);
 

@@ -172,27 +172,24 @@ __device__ __forceinline__ bool checks_fail_here(const FlashFwdParams& p, const 
   return key != checks::kNone;
 }
 
-// 3. general epilogue: per-warp partial state to shared memory, merged and written by all
-//    threads (warps that split a key tile, packed GQA rows, split-KV partials); with
-//    split-KV and tile counters, 4. the in-place merge. Called by the Cfg::kThreads threads
-//    that ran the key loop (threadIdx.x < kThreads), with every copy into `smem` landed and
-//    every read of it done; `sync` is a barrier of exactly those threads. (o, m_run, l_run):
-//    the thread's rows in the key loop's layout; rows [r0, r_end) of the tile are real.
-template <class Cfg, class Elem, class Sync>
-__device__ __forceinline__ void write_rows_merged(const FlashKernelArgs& args, unsigned char* smem,
-                                                  const float (&o)[Cfg::kMTiles][Cfg::kDV / 8][4],
-                                                  const float (&m_run)[Cfg::kMTiles][2],
-                                                  const float (&l_run)[Cfg::kMTiles][2], float sc, int b,
-                                                  const SeqBounds& sb, int r0, int r_end, int head_y, int v_col0,
-                                                  Sync sync) {
+// 3. general epilogue, first half: per-warp partial state to shared memory, merged across
+//    the warps that split a key tile. Called by the Cfg::kThreads threads that ran the key
+//    loop (threadIdx.x < kThreads), with every copy into `smem` landed and every read of it
+//    done; `sync` is a barrier of exactly those threads. (o, m_run, l_run): the thread's rows
+//    in the key loop's layout; rows [r0, r_end) of the tile are real. For each real row r
+//    and 8-channel chunk cc (of kDV) a thread calls sink(r, cc, acc, inv, lse): the row's
+//    unnormalised output acc[0..7], 1 / its sum (contract step 5) and its log-sum-exp.
+//    Reads `smem` up to Cfg::kSmemEpi bytes.
+template <class Cfg, class Sync, class Sink>
+__device__ __forceinline__ void merge_warp_rows(unsigned char* smem, const float (&o)[Cfg::kMTiles][Cfg::kDV / 8][4],
+                                                const float (&m_run)[Cfg::kMTiles][2],
+                                                const float (&l_run)[Cfg::kMTiles][2], float sc, int r0, int r_end,
+                                                Sync sync, Sink sink) {
   constexpr int kDV = Cfg::kDV, kBlockM = Cfg::kBlockM, kThreads = Cfg::kThreads, kStrideO = Cfg::kStrideO;
   constexpr int kMWarps = Cfg::kMWarps, kNWarps = Cfg::kNWarps, kMT = Cfg::kMTiles, kWarpRows = Cfg::kWarpRows;
-  const FlashFwdParams& p = args.p;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int wm = warp % kMWarps, wn = warp / kMWarps;
   const int g = lane / 4, tq = lane % 4;
-  const int G = args.pack, split = blockIdx.z, hs = p.head_size;
-  auto row_head = [&](int r) { return G > 1 ? head_y * G + r % G : head_y; };
 
   float* sO = reinterpret_cast<float*>(smem);
   float* sM = sO + kNWarps * kBlockM * kStrideO;  // row max in log2 units (m * sc)
@@ -235,6 +232,28 @@ __device__ __forceinline__ void write_rows_merged(const FlashKernelArgs& args, u
     }
     const float inv = row_inv_sum(l);  // contract step 5: NaN stays NaN
     const float lse = row_saw_keys(l) ? (mx + log2f(l)) * kLn2 : -INFINITY;
+    sink(r, cc, acc, inv, lse);
+  }
+}
+
+// 3. general epilogue (merge_warp_rows, above), written out: the rows, or split-KV partials
+//    to the global scratch; with split-KV and tile counters, 4. the in-place merge. The
+//    arguments are merge_warp_rows'.
+template <class Cfg, class Elem, class Sync>
+__device__ __forceinline__ void write_rows_merged(const FlashKernelArgs& args, unsigned char* smem,
+                                                  const float (&o)[Cfg::kMTiles][Cfg::kDV / 8][4],
+                                                  const float (&m_run)[Cfg::kMTiles][2],
+                                                  const float (&l_run)[Cfg::kMTiles][2], float sc, int b,
+                                                  const SeqBounds& sb, int r0, int r_end, int head_y, int v_col0,
+                                                  Sync sync) {
+  constexpr int kThreads = Cfg::kThreads;
+  const FlashFwdParams& p = args.p;
+  const int tid = threadIdx.x;
+  const int G = args.pack, split = blockIdx.z, hs = p.head_size;
+  auto row_head = [&](int r) { return G > 1 ? head_y * G + r % G : head_y; };
+
+  merge_warp_rows<Cfg>(smem, o, m_run, l_run, sc, r0, r_end, sync,
+                       [&](int r, int cc, const float (&acc)[8], float inv, float lse) {
     const int i = r / G, h = row_head(r), col = v_col0 + cc;
     if (args.num_splits == 1) {
       if (col < hs) {
@@ -252,7 +271,7 @@ __device__ __forceinline__ void write_rows_merged(const FlashKernelArgs& args, u
       dst[1] = make_float4(acc[4] * inv, acc[5] * inv, acc[6] * inv, acc[7] * inv);
       if (col == 0) args.lseacc[slot] = lse;
     }
-  }
+  });
   if (args.num_splits > 1 && args.tile_counters != nullptr) {
     // 4. split-KV merge in place: the last split of this tile to finish merges every split's
     //    partials (a counted split-K reduction). Each CTA makes its partials visible

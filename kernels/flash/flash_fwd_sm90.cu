@@ -892,13 +892,6 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
 #endif
 }
 
-// Rows of one paged copy: 64 when pages and tiles are multiples of 64 (half the copies and
-// block-table reads of 32-row pieces: paged d128 +5% on the H200), else 32.
-template <class Sh>
-int paged_piece_shift(const FlashFwdParams& p) {
-  return p.page_block_size % 64 == 0 && Sh::kBlockN % 64 == 0 ? 6 : 5;
-}
-
 // WICK_FLASH_SM90_TMA=0 sends every call to the cp.async kernel (for comparisons).
 bool use_tma() {
   static const bool on = not_switched_off("WICK_FLASH_SM90_TMA");
@@ -960,8 +953,7 @@ int grid_of(const FlashFwdParams& p, int max_ctas, dim3& grid, TileOrder& order)
 // describe the call's K/V.
 template <class Sh, class Elem, bool kPaged>
 bool launch_tma(const FlashFwdParams& p, cudaStream_t st) {
-  // the map's box and the kernel's copies use one piece size
-  const int piece_shift = paged_piece_shift<Sh>(p);
+  const int piece_shift = paged_piece_shift(p, Sh::kBlockN);
   CUtensorMap map_k, map_v;
   if (!make_kv_maps(p, Sh::kBlockN, piece_shift, map_k, map_v)) return false;
   // Persistent: one CTA per SM (the kernel's shared memory allows no second) walks the

@@ -26,7 +26,14 @@ bool run(const FlashFwdParams& params, void* stream);
 bool decode_covers(const FlashFwdParams& params);
 // Launches it on `stream` with the call's value checks (validate.h; null: none). False
 // (nothing launched, no check run) when the copy engine cannot describe K/V or split
-// partials would need the combine kernel: the sm_80 kernel takes the call.
+// partials would need the combine kernel (no cluster merge, and a capture made directly
+// through the CUDA runtime): the sm_80 kernel takes the call.
 bool run_decode(const FlashFwdParams& params, void* stream, const DeviceChecks* checks);
+// Split decode calls merge their splits' partials inside a cluster of CTAs (the splits of
+// one tile, at most 8, merged through each other's shared memory) when the GPU holds such
+// clusters as well as it holds the CTAs without; off, through global scratch, as the sm_80 kernel does.
+// Both give the same bits. On by default; WICK_FLASH_CLUSTER_MERGE=0 turns it off at
+// start-up, this at any time (for comparisons: tests, benchmarks).
+void set_cluster_merge(bool on);
 
 }  // namespace wick::kernels::flash::sm90

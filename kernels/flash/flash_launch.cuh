@@ -29,8 +29,8 @@ inline bool merge_in_place_on() {
 // `min_tiles` key tiles per split. A split's CTA pays a fixed start (its Q tile, the first
 // K/V tile's latency) before its keys stream, so one with too few tiles does not pay for
 // itself when a separate combine kernel has to run: there at least 4 tiles per split, and
-// none under 16 key tiles. When the forward kernel merges the splits in place (one pass,
-// merge_splits), one tile per split pays: on the H200 (bench/RESULTS.md) B = 1 ctx 512 went
+// none under 16 key tiles. When the forward kernel merges the splits itself (in place, or in
+// a cluster on sm_90), one tile per split pays: on the H200 (bench/RESULTS.md) B = 1 ctx 512 went
 // from 4 splits of 2 tiles to 8 of 1, 9.34-9.40 -> 8.41 us per call through the op.
 // At most one CTA per SM, not one per resident slot: on the H200 (132 SMs, two
 // slots each) B = 1 ctx 32768 (8 CTAs before splitting) streams K/V at 3.03 TB/s with 16

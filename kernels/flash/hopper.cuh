@@ -134,6 +134,55 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* map, uint3
       : "memory");
 }
 
+// Thread block clusters: CTAs launched as one cluster (launch_programmatic_clusters,
+// kernels/pdl.cuh) run at the same time on one GPU processing cluster and may read each
+// other's shared memory. cluster_rank() is this CTA's index in its cluster; peer_smem(addr,
+// rank) is the address of the same shared-memory byte in CTA `rank`, for the ld_peer_*
+// loads. cluster_sync() waits until every thread of every CTA of the cluster has arrived;
+// ordering: shared-memory writes made before it (release) are visible to peer reads after
+// it (acquire). A CTA must not exit while a peer may still read its shared memory: a last
+// cluster_sync() after the peer reads keeps it there. Every non-exited thread of the
+// cluster takes part in each cluster_sync().
+__device__ __forceinline__ int cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return static_cast<int>(r);
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+// cluster_sync without the ordering of memory (no wait for this thread's global stores to
+// complete): for the last barrier of a kernel, which only keeps the cluster's CTAs resident
+// until every thread has arrived (a thread's earlier peer loads have returned by then: their
+// values were used before the arrival).
+__device__ __forceinline__ void cluster_sync_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed;\nbarrier.cluster.wait;\n" ::: "memory");
+}
+__device__ __forceinline__ uint32_t peer_smem(uint32_t addr, int rank) {
+  uint32_t out;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(out) : "r"(addr), "r"(rank));
+  return out;
+}
+__device__ __forceinline__ float ld_peer_f32(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
+  return v;
+}
+__device__ __forceinline__ float4 ld_peer_f32x4(uint32_t addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
+// Issues the fetch of a tensor map (a __grid_constant__ kernel parameter) into the copy
+// engine's descriptor cache, so the first copy through it does not wait for it. Reads no
+// global memory a prior kernel writes: may run before wait_for_prior_grid().
+__device__ __forceinline__ void prefetch_tensor_map(const void* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(map) : "memory");
+}
+
 // Named barriers 1..15 for a subset of the block: bar_sync waits until `threads` threads
 // (a multiple of 32) have reached barrier `id`, through bar_sync or bar_arrive; bar_arrive
 // counts the calling warp without waiting. Id 0 is __syncthreads'.
