@@ -141,7 +141,7 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* map, uint3
 // loads. cluster_sync() waits until every thread of every CTA of the cluster has arrived;
 // ordering: shared-memory writes made before it (release) are visible to peer reads after
 // it (acquire). A CTA must not exit while a peer may still read its shared memory: a last
-// cluster_sync() after the peer reads keeps it there. Every non-exited thread of the
+// barrier after the peer reads (cluster_sync_relaxed() suffices) keeps it there. Every non-exited thread of the
 // cluster takes part in each cluster_sync().
 __device__ __forceinline__ int cluster_rank() {
   uint32_t r;
