@@ -134,7 +134,8 @@ void prefill_batched(const Device& dev, size_t S, size_t d, bool full, bool caus
 
 // A decode step of 32 layers as a serving loop runs it: per layer, the new token's K/V into
 // the paged cache (write_kv_slots) and paged attention through one plan_step op; issued call
-// by call, then as one captured CUDA graph replayed (the same work).
+// by call, then as one captured CUDA graph replayed (the same work). Beside them: the host's
+// time to issue one step into an idle stream, and each half of the step alone.
 void graph_step(const Device& dev, size_t B, size_t ctx) {
   constexpr int kLayers = 32;
   const size_t h = 32, hk = 8, d = 128, page = 64;
@@ -167,6 +168,26 @@ void graph_step(const Device& dev, size_t B, size_t ctx) {
   };
   const double eager = us_per_call(dev, step, kLongIters);
   const double eager_issue = g_issue_us;
+  // The host's own cost of a step: issued into an idle stream (a full launch queue would
+  // make the host wait, so the back-to-back issue time can hide it), median of 21.
+  std::vector<double> host;
+  for (int r = 0; r < 21; ++r) {
+    synchronize(dev);
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    host.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  synchronize(dev);
+  std::sort(host.begin(), host.end());
+  // The step's two halves alone, back to back: 32 K/V writes, 32 attention calls.
+  const double writes = us_per_call(dev, [&] {
+    for (int l = 0; l < kLayers; ++l) write_kv_slots(kc[l], vc[l], k_new[l], v_new[l], slots);
+  }, kLongIters);
+  const double writes_issue = g_issue_us;
+  const double attn = us_per_call(dev, [&] {
+    for (int l = 0; l < kLayers; ++l) op.forward_into(q[l], kc[l], vc[l], out[l], lse[l]);
+  }, kLongIters);
+  const double attn_issue = g_issue_us;
   CudaGraph graph(dev);
   graph.begin_capture();
   step();
@@ -178,6 +199,12 @@ void graph_step(const Device& dev, size_t B, size_t ctx) {
   emit("step32_eager" + tag, eager, "speedup", 1.0);
   g_issue_us = replay_issue;
   emit("step32_graph" + tag, replay, "speedup", eager / replay);
+  g_issue_us = host[host.size() / 2];
+  emit("step32_host" + tag, host[host.size() / 2], "of_eager", host[host.size() / 2] / eager);
+  g_issue_us = writes_issue;
+  emit("step32_writes_only" + tag, writes, "of_eager", writes / eager);
+  g_issue_us = attn_issue;
+  emit("step32_attention_only" + tag, attn, "of_eager", attn / eager);
 }
 
 }  // namespace

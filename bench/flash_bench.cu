@@ -14,6 +14,8 @@
 //   P  D with head-major pages (only when named): the same cache bytes laid out as (blocks,
 //      heads, page rows, d), so each head's page is one contiguous 16 KiB piece, as in the
 //      (B, heads, ctx, d) K/V the cuDNN peer reads; rows of a head are page-stride apart in D
+//   U  D on contiguous K/V (only when named): (B, heads, ctx, d), no block table, the
+//      layout and call the cuDNN peer of D times
 //   S  decode split-KV counts (tuning, only when named): B = 1, ctx 512 and 2048, the
 //      launcher's count and forced counts 1, 2, 4, 8, 16; B = 1 ctx 32768, 8 to 33 splits,
 //      and ctx 8192, 16384 and 65536 at the launcher's count;
@@ -282,10 +284,11 @@ double run_prefill(const std::string& name, const Prefill& w) {
   return ms;
 }
 
-// Groups D and P: the launcher chooses the split-KV count. Group S (sweep): splits > 0 forces it,
-// 0 lets the launcher choose ("auto").
-void run_decode(int B, int ctx, int splits = 0, bool sweep = false, bool head_major = false) {
-  const std::string group = sweep ? "S" : head_major ? "P" : "D";
+// Groups D, P and U: the launcher chooses the split-KV count. Group S (sweep): splits > 0
+// forces it, 0 lets the launcher choose ("auto"). contiguous (U): the batched op's K/V,
+// (B, heads, ctx, d), the same bytes as D's cache.
+void run_decode(int B, int ctx, int splits = 0, bool sweep = false, bool head_major = false, bool contiguous = false) {
+  const std::string group = sweep ? "S" : contiguous ? "U" : head_major ? "P" : "D";
   const std::string name = group + "_decode_B" + std::to_string(B) + "_ctx" + std::to_string(ctx) +
                            (sweep ? "_splits" + (splits > 0 ? std::to_string(splits) : std::string("auto")) : "");
   if (!selected(name)) return;
@@ -323,6 +326,15 @@ void run_decode(int B, int ctx, int splits = 0, bool sweep = false, bool head_ma
   p.softmax_scale = 1.f / std::sqrt(float(d));
   p.window_right = 0;
   p.num_splits = splits;
+  if (contiguous) {
+    p.cu_seqlens_q = p.cu_seqlens_k = nullptr, p.block_table = nullptr;
+    p.seqlen_q = 1, p.seqlen_k = ctx;
+    p.q_batch_stride = p.o_batch_stride = int64_t(h) * d, p.lse_batch_stride = h, p.lse_head_stride = 1;
+    p.k_row_stride = p.v_row_stride = d;
+    p.k_head_stride = p.v_head_stride = int64_t(ctx) * d;
+    p.k_batch_stride = p.v_batch_stride = int64_t(hk) * ctx * d;
+    p.block_table_batch_stride = 0, p.page_block_size = 0, p.num_blocks = 0;
+  }
   const double ms = time_median([&](int) { wick::kernels::flash_fwd(p, nullptr); }, 1);
   const double bytes = 2.0 * kv_elems * 2;
   emit(name, ms, "gbps", bytes / (ms * 1e-3) / 1e9);
@@ -437,10 +449,10 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  for (bool head_major : {false, true}) {  // D, then P (only when named)
-    if (head_major ? only.find('P') == std::string::npos : !want("D")) continue;
+  for (char group : {'D', 'P', 'U'}) {  // P and U only when named
+    if (group == 'D' ? !want("D") : only.find(group) == std::string::npos) continue;
     for (auto [B, ctx] : {std::pair{64, 4096}, std::pair{64, 16384}, std::pair{128, 8192}, std::pair{1, 32768}})
-      run_decode(B, ctx, 0, false, head_major);
+      run_decode(B, ctx, 0, false, group == 'P', group == 'U');
   }
   if (only.find('S') != std::string::npos) {  // decode, forced split counts (tuning)
     if (selected("S_empty_kernel")) {  // the harness's floor: one launch of an empty kernel
