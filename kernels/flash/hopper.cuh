@@ -134,6 +134,25 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* map, uint3
       : "memory");
 }
 
+// An L2 cache policy for data read once: its lines are the first the L2 evicts, so a stream
+// of them does not push out what other loads reuse. Pass it to the tma_load_4d below.
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
+// tma_load_4d with an L2 cache policy (l2_evict_first_policy) for the lines it brings in;
+// the same ordering rule.
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* map, uint32_t bar, int c0, int c1, int c2,
+                                            int c3, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint "
+      "[%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar), "l"(policy)
+      : "memory");
+}
+
 // Thread block clusters: CTAs launched as one cluster (launch_programmatic_clusters,
 // kernels/pdl.cuh) run at the same time on one GPU processing cluster and may read each
 // other's shared memory. cluster_rank() is this CTA's index in its cluster; peer_smem(addr,
