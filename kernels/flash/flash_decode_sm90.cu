@@ -333,9 +333,7 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kStages <= 3 ? 2 : 1)
   float* part_o = reinterpret_cast<float*>(smem_raw + (part - raw));
   merge_warp_rows<typename Sh::Cfg>(smem_raw + (base - raw), o, m_run, l_run, sc, 0, rows, sync,
                                     [&](int r, int cc, const float (&acc)[8], float inv, float lse) {
-    float4* dst = reinterpret_cast<float4*>(part_o + r * kD + cc);
-    dst[0] = make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
-    dst[1] = make_float4(acc[4] * inv, acc[5] * inv, acc[6] * inv, acc[7] * inv);
+    store_partial8(reinterpret_cast<float4*>(part_o + r * kD + cc), acc, inv);
     if (cc == 0) part_o[Sh::kRows * kD + r] = lse;
   });
   merge_cluster_partials<Sh, Elem>(args, part, b, sb, rows, hk);

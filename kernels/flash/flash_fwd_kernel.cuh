@@ -236,6 +236,13 @@ __device__ __forceinline__ void merge_warp_rows(unsigned char* smem, const float
   }
 }
 
+// A sink's split-KV partial for one 8-channel chunk: the normalised output acc * inv, as
+// two float4 at dst (global scratch or shared memory).
+__device__ __forceinline__ void store_partial8(float4* dst, const float (&acc)[8], float inv) {
+  dst[0] = make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
+  dst[1] = make_float4(acc[4] * inv, acc[5] * inv, acc[6] * inv, acc[7] * inv);
+}
+
 // 3. general epilogue (merge_warp_rows, above), written out: the rows, or split-KV partials
 //    to the global scratch; with split-KV and tile counters, 4. the in-place merge. The
 //    arguments are merge_warp_rows'.
@@ -266,9 +273,7 @@ __device__ __forceinline__ void write_rows_merged(const FlashKernelArgs& args, u
       if (p.lse && col == 0) p.lse[lse_offset(p, b, sb, i, h)] = lse;
     } else {
       const int64_t slot = (static_cast<int64_t>(split) * p.total_q + sb.q_row0 + i) * p.num_heads + h;
-      float4* dst = reinterpret_cast<float4*>(args.oacc + slot * args.acc_dim + col);
-      dst[0] = make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
-      dst[1] = make_float4(acc[4] * inv, acc[5] * inv, acc[6] * inv, acc[7] * inv);
+      store_partial8(reinterpret_cast<float4*>(args.oacc + slot * args.acc_dim + col), acc, inv);
       if (col == 0) args.lseacc[slot] = lse;
     }
   });
