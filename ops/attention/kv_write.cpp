@@ -22,9 +22,11 @@ std::string describe(const Tensor& t) {
          (t.rank() > 0 && t.stride().back() != 1 ? " (channels strided)" : "");
 }
 
-// P14: the argument is not what the call needs.
-void expect(bool ok, const char* name, const Tensor& t, const std::string& wanted) {
-  if (!ok) throw Error("P14", std::string(kOp) + ": " + name + " is " + describe(t) + ", expected " + wanted);
+// P14: the argument is not what the call needs; wanted() gives the text of what it needs
+// (built only for the message: a decode step calls this once per layer).
+template <class Wanted>
+void expect(bool ok, const char* name, const Tensor& t, Wanted wanted) {
+  if (!ok) throw Error("P14", std::string(kOp) + ": " + name + " is " + describe(t) + ", expected " + wanted());
 }
 
 std::string p13_message(int64_t i, int64_t slot, int64_t num_blocks, int64_t page) {
@@ -43,25 +45,28 @@ std::string p13_message(int64_t i, int64_t slot, int64_t num_blocks, int64_t pag
 void write_kv_slots(const Tensor& k_cache, const Tensor& v_cache, const Tensor& k_new, const Tensor& v_new,
                     const Tensor& slots) {
   const bool cache_ok = k_cache.defined() && k_cache.rank() == 4 && k_cache.stride().back() == 1;
-  expect(cache_ok, "k_cache", k_cache, "a (num_blocks, page, num_heads_k, head_size) tensor with channel stride 1");
+  expect(cache_ok, "k_cache", k_cache,
+         [] { return std::string("a (num_blocks, page, num_heads_k, head_size) tensor with channel stride 1"); });
   const Device dev = k_cache.device();
   const DType dt = k_cache.dtype();
   const auto d = k_cache.shape().dims4();
-  const std::string cache_text = to_string(k_cache.shape()) + " " + dtype_name(dt) + " on " + to_string(dev) +
-                                 " with channel stride 1 (k_cache's)";
   expect(v_cache.defined() && v_cache.shape() == k_cache.shape() && v_cache.dtype() == dt && v_cache.device() == dev &&
              v_cache.stride().back() == 1,
-         "v_cache", v_cache, cache_text);
+         "v_cache", v_cache, [&] {
+           return to_string(k_cache.shape()) + " " + dtype_name(dt) + " on " + to_string(dev) +
+                  " with channel stride 1 (k_cache's)";
+         });
   const size_t n = k_new.defined() && k_new.rank() == 3 ? k_new.dim(0) : 0;
   const Shape rows{n, d[2], d[3]};
-  const std::string rows_text = to_string(rows) + " " + dtype_name(dt) + " on " + to_string(dev) +
-                                " with channel stride 1 (n_new, num_heads_k, head_size)";
   for (const Tensor* t : {&k_new, &v_new})
     expect(t->defined() && t->shape() == rows && t->dtype() == dt && t->device() == dev && t->stride().back() == 1,
-           t == &k_new ? "k_new" : "v_new", *t, rows_text);
+           t == &k_new ? "k_new" : "v_new", *t, [&] {
+             return to_string(rows) + " " + dtype_name(dt) + " on " + to_string(dev) +
+                    " with channel stride 1 (n_new, num_heads_k, head_size)";
+           });
   expect(slots.defined() && slots.shape() == Shape{n} && slots.dtype() == DType::I64 && slots.device() == dev &&
              slots.is_contiguous(),
-         "slots", slots, to_string(Shape{n}) + " I64 on " + to_string(dev) + ", contiguous");
+         "slots", slots, [&] { return to_string(Shape{n}) + " I64 on " + to_string(dev) + ", contiguous"; });
   if (n == 0) return;
   const int64_t num_blocks = static_cast<int64_t>(d[0]), page = static_cast<int64_t>(d[1]);
   const size_t es = dtype_size(dt);
