@@ -21,12 +21,13 @@
 //                   products and compute each tile's softmax while products run. Persistent:
 //                   one CTA per SM takes query tiles until none is left, each from a
 //                   counter shared by the CTAs (claim_tile), so a CTA that drew short tiles
-//                   takes more of them; the producer publishes each tile to the consumers
-//                   and runs ahead into the next tile's keys, and each consumer warpgroup
-//                   copies its next Q rows while its last products run, so a tile's start
-//                   and end cost no idle SM; above head size 128 the next tile's first S
-//                   goes out beside the last O += P V, and the rows are written while it
-//                   runs. WICK_FLASH_SM90_PERSISTENT=0 starts one CTA per tile instead.
+//                   takes more of them; the producer publishes each tile to the consumers,
+//                   asks L2 for its Q rows and runs ahead into the next tile's keys, and
+//                   each consumer warpgroup copies its next Q rows while its last products
+//                   run, so a tile's start and end cost no idle SM; above head size 128 the
+//                   next tile's first S goes out beside the last O += P V, and the rows are
+//                   written while it runs. WICK_FLASH_SM90_PERSISTENT=0 starts one CTA per
+//                   tile instead.
 //   fwd_kernel      calls the copy engine cannot describe, and every call with
 //                   WICK_FLASH_SM90_TMA=0: every thread issues cp.async copies, one block
 //                   barrier per tile.
@@ -624,6 +625,12 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
     for (int index = publish_next(); index < tiles; index = publish_next()) {
       TileWork w;
       find_tile<Sh>(p, order, index, w);  // true: only tiles with rows are published
+      // The tile's Q rows into L2, one 128-byte line at a time: the consumers copy them (load_q)
+      // once the tile before has seen its last key tile, about kS key tiles from now, and then
+      // wait on L2 instead of DRAM.
+      const Elem* q_row = static_cast<const Elem*>(p.q) + q_offset(p, w.b, w.sb, w.r0 + lane, w.h);
+      for (int r = w.r0 + lane; r < w.r_end; r += 32, q_row += 32 * p.q_row_stride)
+        for (int c = 0; c < p.head_size; c += 64) prefetch_l2(q_row + c);
       auto pieces = [&](int nb) {
         return min(kBlockN >> piece_shift, (w.sb.sk - nb * kBlockN + piece - 1) >> piece_shift);
       };

@@ -202,6 +202,12 @@ __device__ __forceinline__ void prefetch_tensor_map(const void* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(map) : "memory");
 }
 
+// Asks L2 to fetch the line that holds global address `src` ahead of a later load; no data
+// reaches the SM and nothing waits for it (a hint: the later load reads whatever is there).
+__device__ __forceinline__ void prefetch_l2(const void* src) {
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(src));
+}
+
 // Named barriers 1..15 for a subset of the block: bar_sync waits until `threads` threads
 // (a multiple of 32) have reached barrier `id`, through bar_sync or bar_arrive; bar_arrive
 // counts the calling warp without waiting. Id 0 is __syncthreads'.
