@@ -50,20 +50,19 @@ void write_kv_slots(const Tensor& k_cache, const Tensor& v_cache, const Tensor& 
   const Device dev = k_cache.device();
   const DType dt = k_cache.dtype();
   const auto d = k_cache.shape().dims4();
-  expect(v_cache.defined() && v_cache.shape() == k_cache.shape() && v_cache.dtype() == dt && v_cache.device() == dev &&
-             v_cache.stride().back() == 1,
-         "v_cache", v_cache, [&] {
-           return to_string(k_cache.shape()) + " " + dtype_name(dt) + " on " + to_string(dev) +
-                  " with channel stride 1 (k_cache's)";
-         });
+  // t must be a `shape` tensor of the cache's dtype, on its device, with channel stride 1
+  auto expect_like_cache = [&](const Tensor& t, const char* name, const Shape& shape, const char* note) {
+    expect(t.defined() && t.shape() == shape && t.dtype() == dt && t.device() == dev && t.stride().back() == 1, name, t,
+           [&] {
+             return to_string(shape) + " " + dtype_name(dt) + " on " + to_string(dev) + " with channel stride 1 (" +
+                    note + ")";
+           });
+  };
+  expect_like_cache(v_cache, "v_cache", k_cache.shape(), "k_cache's");
   const size_t n = k_new.defined() && k_new.rank() == 3 ? k_new.dim(0) : 0;
   const Shape rows{n, d[2], d[3]};
-  for (const Tensor* t : {&k_new, &v_new})
-    expect(t->defined() && t->shape() == rows && t->dtype() == dt && t->device() == dev && t->stride().back() == 1,
-           t == &k_new ? "k_new" : "v_new", *t, [&] {
-             return to_string(rows) + " " + dtype_name(dt) + " on " + to_string(dev) +
-                    " with channel stride 1 (n_new, num_heads_k, head_size)";
-           });
+  expect_like_cache(k_new, "k_new", rows, "n_new, num_heads_k, head_size");
+  expect_like_cache(v_new, "v_new", rows, "n_new, num_heads_k, head_size");
   expect(slots.defined() && slots.shape() == Shape{n} && slots.dtype() == DType::I64 && slots.device() == dev &&
              slots.is_contiguous(),
          "slots", slots, [&] { return to_string(Shape{n}) + " I64 on " + to_string(dev) + ", contiguous"; });
