@@ -66,24 +66,13 @@ def main():
         if not (os.path.isfile(path) and os.access(path, os.X_OK)):
             sys.exit(f"{path}: not an executable file (expected a flash_bench binary)")
 
-    times = {}  # name -> {"base": [ms], "new": [ms]}
-    figures = {}  # name -> {"base": [value], "new": [value]}
-    units = {}
-    order = []
+    runs = {}  # name -> {"base": [rows], "new": [rows]}, names in the order first seen
     log = open(args.json, "w") if args.json else None
     for r in range(1, args.rounds + 1):
         sides = ["base", "new"] if r % 2 else ["new", "base"]
         for side in sides:
             for row in run(getattr(args, side), args.only, args.filter):
-                name = row["name"]
-                if name not in times:
-                    order.append(name)
-                    times[name] = {"base": [], "new": []}
-                    figures[name] = {"base": [], "new": []}
-                unit, value = rate(row)
-                units[name] = unit
-                times[name][side].append(row["ms"])
-                figures[name][side].append(value)
+                runs.setdefault(row["name"], {"base": [], "new": []})[side].append(row)
                 if log:
                     log.write(json.dumps(dict(row, side=side, round=r)) + "\n")
         print(f"round {r} of {args.rounds} done", file=sys.stderr, flush=True)
@@ -91,20 +80,20 @@ def main():
         log.close()
 
     logs = []
-    width = max((len(n) for n in order), default=4)
+    width = max((len(n) for n in runs), default=4)
     print(f"{'config':{width}}  {'unit':6}  {'base (min-max)':19}  {'new (min-max)':19}  new/base")
-    for name in order:
-        t, f = times[name], figures[name]
-        if not t["base"] or not t["new"]:
+    for name, sides in runs.items():
+        base, new = sides["base"], sides["new"]
+        if not base or not new:
             print(f"{name:{width}}  (ran in one binary only)")
             continue
-        ratio = statistics.median(t["base"]) / statistics.median(t["new"])
+        ratio = statistics.median(r["ms"] for r in base) / statistics.median(r["ms"] for r in new)
         logs.append(math.log(ratio))
-        b, n = f["base"], f["new"]
-        print(f"{name:{width}}  {units[name]:6}  {span(b):19}  {span(n):19}  {ratio:.3f}")
+        unit = rate(base[0])[0]
+        b, n = [rate(r)[1] for r in base], [rate(r)[1] for r in new]
+        print(f"{name:{width}}  {unit:6}  {span(b):19}  {span(n):19}  {ratio:.3f}")
     if logs:
         print(f"geometric mean of new/base over {len(logs)} configurations: {math.exp(sum(logs) / len(logs)):.3f}")
-
 
 if __name__ == "__main__":
     main()
