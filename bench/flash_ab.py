@@ -30,9 +30,8 @@ def run(binary, only, name_filter):
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"{binary} exited with {done.returncode}:\n{done.stderr[-2000:]}")
-    out = done.stdout
     rows = []
-    for line in out.splitlines():
+    for line in done.stdout.splitlines():
         line = line.strip()
         if line.startswith("{"):
             rows.append(json.loads(line))
@@ -94,6 +93,7 @@ def main():
         print(f"{name:{width}}  {unit:6}  {span(b):19}  {span(n):19}  {ratio:.3f}")
     if logs:
         print(f"geometric mean of new/base over {len(logs)} configurations: {math.exp(sum(logs) / len(logs)):.3f}")
+
 
 if __name__ == "__main__":
     main()
