@@ -70,6 +70,14 @@ def percent(x, total):
     return f"{100 * x / total:5.1f}%"
 
 
+def summed(part):
+    """The stall reasons' samples over a list of instruction rows."""
+    reasons = collections.Counter()
+    for i in part:
+        reasons.update(i[4])
+    return reasons
+
+
 def leading(reasons, total, k=3):
     top = sorted(reasons.items(), key=lambda kv: -kv[1])[:k]
     return ", ".join(f"{name} {100 * v / total:.1f}%" for name, v in top if v > 0)
@@ -104,11 +112,8 @@ def main():
             chunk = part[start:start + args.block]
             n = sum(i[2] for i in chunk)
             ops = collections.Counter(opcode(i[1]) for i in chunk)
-            reasons = collections.Counter()
-            for i in chunk:
-                reasons.update(i[4])
             kinds = " ".join(f"{op}x{c}" for op, c in ops.most_common(5))
-            print(f"{chunk[0][0] & 0xfffff:6x} {percent(n, total)}  {kinds:48s} {leading(reasons, total)}")
+            print(f"{chunk[0][0] & 0xfffff:6x} {percent(n, total)}  {kinds:48s} {leading(summed(chunk), total)}")
         return
 
     groups = collections.defaultdict(list)
@@ -116,14 +121,8 @@ def main():
         groups[i[3]].append(i)
     print(f"{'runs':>10} {'instrs':>6} {'samples':>8}  leading stall reasons")
     for runs, part in sorted(groups.items(), key=lambda kv: -sum(i[2] for i in kv[1]))[:args.groups]:
-        reasons = collections.Counter()
-        for i in part:
-            reasons.update(i[4])
-        print(f"{runs:10d} {len(part):6d} {percent(sum(i[2] for i in part), total):>8}  {leading(reasons, total)}")
-    everything = collections.Counter()
-    for i in ins:
-        everything.update(i[4])
-    print(f"all: {leading(everything, total, 6)}")
+        print(f"{runs:10d} {len(part):6d} {percent(sum(i[2] for i in part), total):>8}  {leading(summed(part), total)}")
+    print(f"all: {leading(summed(ins), total, 6)}")
 
 
 if __name__ == "__main__":
