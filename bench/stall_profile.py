@@ -26,10 +26,13 @@ import csv
 import signal
 import sys
 
+# One instruction: its address, SASS text, warp stall samples, how many times it ran (per
+# warp, summed over warps) and its samples by stall reason.
+Instr = collections.namedtuple("Instr", "addr sass samples runs reasons")
+
 
 def read(path):
-    """The instruction rows of an `ncu --page source --csv --print-source sass` export:
-    (address, sass text, samples, executions, {stall reason: samples})."""
+    """The instructions (Instr) of an `ncu --page source --csv --print-source sass` export, by address."""
     with open(path, newline="") as f:
         rows = list(csv.reader(f))
     for at, row in enumerate(rows):
@@ -52,9 +55,9 @@ def read(path):
     for row in body:
         if len(row) <= col["Source"] or not row[col["Address"]].strip():
             continue
-        out.append((int(row[col["Address"]], 16), row[col["Source"]].strip(),
-                    number(row, "Warp Stall Sampling (All Samples)"), int(number(row, "Instructions Executed")),
-                    {r[len("stall_"):]: number(row, r) for r in reasons}))
+        out.append(Instr(int(row[col["Address"]], 16), row[col["Source"]].strip(),
+                         number(row, "Warp Stall Sampling (All Samples)"), int(number(row, "Instructions Executed")),
+                         {r[len("stall_"):]: number(row, r) for r in reasons}))
     out.sort()
     return out
 
@@ -71,10 +74,10 @@ def percent(x, total):
 
 
 def summed(part):
-    """The stall reasons' samples over a list of instruction rows."""
+    """The stall reasons' samples over a list of instructions."""
     reasons = collections.Counter()
     for i in part:
-        reasons.update(i[4])
+        reasons.update(i.reasons)
     return reasons
 
 
@@ -92,36 +95,40 @@ def main():
     ap.add_argument("--top", type=int, help="list the instructions with the most samples")
     ap.add_argument("--groups", type=int, default=12, help="groups to list (12)")
     args = ap.parse_args()
+    if args.block < 1:
+        sys.exit("--block must be at least 1")
 
     ins = read(args.csv)
-    total = sum(i[2] for i in ins)
+    total = sum(i.samples for i in ins)
     if total <= 0:
         sys.exit(f"{args.csv}: no stall samples")
     print(f"{len(ins)} instructions, {total:.0f} warp stall samples")
 
     if args.top:
-        for addr, sass, n, runs, reasons in sorted(ins, key=lambda i: -i[2])[:args.top]:
-            print(f"{addr & 0xfffff:6x} {percent(n, total)} runs {runs:9d}  {sass[:60]:60s} {leading(reasons, total)}")
+        for i in sorted(ins, key=lambda i: -i.samples)[:args.top]:
+            print(f"{i.addr & 0xfffff:6x} {percent(i.samples, total)} runs {i.runs:9d}  {i.sass[:60]:60s} "
+                  f"{leading(i.reasons, total)}")
         return
 
     if args.runs is not None:
-        part = [i for i in ins if i[3] == args.runs]
+        part = [i for i in ins if i.runs == args.runs]
         if not part:
             sys.exit(f"no instruction ran {args.runs} times")
         for start in range(0, len(part), args.block):
             chunk = part[start:start + args.block]
-            n = sum(i[2] for i in chunk)
-            ops = collections.Counter(opcode(i[1]) for i in chunk)
+            n = sum(i.samples for i in chunk)
+            ops = collections.Counter(opcode(i.sass) for i in chunk)
             kinds = " ".join(f"{op}x{c}" for op, c in ops.most_common(5))
-            print(f"{chunk[0][0] & 0xfffff:6x} {percent(n, total)}  {kinds:48s} {leading(summed(chunk), total)}")
+            print(f"{chunk[0].addr & 0xfffff:6x} {percent(n, total)}  {kinds:48s} {leading(summed(chunk), total)}")
         return
 
     groups = collections.defaultdict(list)
     for i in ins:
-        groups[i[3]].append(i)
+        groups[i.runs].append(i)
     print(f"{'runs':>10} {'instrs':>6} {'samples':>8}  leading stall reasons")
-    for runs, part in sorted(groups.items(), key=lambda kv: -sum(i[2] for i in kv[1]))[:args.groups]:
-        print(f"{runs:10d} {len(part):6d} {percent(sum(i[2] for i in part), total):>8}  {leading(summed(part), total)}")
+    for runs, part in sorted(groups.items(), key=lambda kv: -sum(i.samples for i in kv[1]))[:args.groups]:
+        samples = sum(i.samples for i in part)
+        print(f"{runs:10d} {len(part):6d} {percent(samples, total):>8}  {leading(summed(part), total)}")
     print(f"all: {leading(summed(ins), total, 6)}")
 
 
