@@ -10,6 +10,9 @@
 //      (B, ctx) = (64, 4096), (64, 16384), (128, 8192), (1, 32768); K+V bytes / time
 //   E  the other head sizes of the Hopper kernels (only when named): 16k tokens, seqlen 1k, 4k
 //      and 16k, d 96 / 192, 16 heads, causal and not
+//   G  general logits (only when named): B's 4k-token configurations at d128 and d256 with
+//      softcap 30 and with ALiBi, and A at d128 with softcap 30, causal and not; D's
+//      B64 ctx4096 and B1 ctx32768 with softcap 30
 //   copy: a device-to-device copy of 2 GiB (read + write bytes / time), the bandwidth roof
 //   P  D with head-major pages (only when named): the same cache bytes laid out as (blocks,
 //      heads, page rows, d), so each head's page is one contiguous 16 KiB piece, as in the
@@ -27,7 +30,7 @@
 // FLOPs: 4 * d * h * (visible query-key pairs); causal counts sq * (sq + 1) / 2 pairs per
 // sequence when sq == sk, the convention torch's and FlashAttention's benchmarks use.
 // Options: --json FILE, --only GROUPS (e.g. "ABD", "copy"),
-// --filter NAME_SUBSTRING. E, L and S run only when named.
+// --filter NAME_SUBSTRING. E, G, L and S run only when named.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -163,6 +166,8 @@ struct Prefill {
   int h = 16, hk = 16, d = 128;
   bool causal = false, varlen = true;
   int page = 0;
+  float softcap = 0.f;  // > 0: logits capped at +-softcap (tanh)
+  bool alibi = false;   // ALiBi with the usual slopes 2^(-8 (h + 1) / heads)
 };
 
 double pairs(const Prefill& w) {
@@ -206,7 +211,12 @@ double run_prefill(const std::string& name, const Prefill& w) {
     vs.push_back(random_bf16(kv_elems, 300 + s));
     os.push_back(new Dev(q_elems * 2));
   }
-  Dev cu_d(cu.size() * 4), lse(size_t(T) * w.h * 4), table_d(table.size() * 4 + 4);
+  Dev cu_d(cu.size() * 4), lse(size_t(T) * w.h * 4), table_d(table.size() * 4 + 4), slopes_d(size_t(w.h) * 4);
+  if (w.alibi) {
+    std::vector<float> slopes(w.h);
+    for (int h = 0; h < w.h; ++h) slopes[h] = std::exp2(-8.f * (h + 1) / w.h);
+    CK(cudaMemcpy(slopes_d.p, slopes.data(), slopes.size() * 4, cudaMemcpyHostToDevice));
+  }
   CK(cudaMemcpy(cu_d.p, cu.data(), cu.size() * 4, cudaMemcpyHostToDevice));
   if (!table.empty()) CK(cudaMemcpy(table_d.p, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
 
@@ -217,6 +227,8 @@ double run_prefill(const std::string& name, const Prefill& w) {
   p.total_q = T;
   p.softmax_scale = 1.f / std::sqrt(float(w.d));
   p.window_left = -1, p.window_right = w.causal ? 0 : -1;
+  p.softcap = w.softcap;
+  if (w.alibi) p.alibi_slopes = static_cast<const float*>(slopes_d.p);
   p.q_row_stride = p.o_row_stride = int64_t(w.h) * w.d;
   p.q_head_stride = p.o_head_stride = w.d;
   p.k_row_stride = p.v_row_stride = int64_t(w.hk) * w.d;
@@ -287,10 +299,12 @@ double run_prefill(const std::string& name, const Prefill& w) {
 // Groups D, P and U: the launcher chooses the split-KV count. Group S (sweep): splits > 0
 // forces it, 0 lets the launcher choose ("auto"). contiguous (U): the batched op's K/V,
 // (B, heads, ctx, d), the same bytes as D's cache.
-void run_decode(int B, int ctx, int splits = 0, bool sweep = false, bool head_major = false, bool contiguous = false) {
-  const std::string group = sweep ? "S" : contiguous ? "U" : head_major ? "P" : "D";
+void run_decode(int B, int ctx, int splits = 0, bool sweep = false, bool head_major = false, bool contiguous = false,
+                float softcap = 0.f) {
+  const std::string group = sweep ? "S" : contiguous ? "U" : head_major ? "P" : softcap > 0.f ? "G" : "D";
   const std::string name = group + "_decode_B" + std::to_string(B) + "_ctx" + std::to_string(ctx) +
-                           (sweep ? "_splits" + (splits > 0 ? std::to_string(splits) : std::string("auto")) : "");
+                           (sweep ? "_splits" + (splits > 0 ? std::to_string(splits) : std::string("auto")) : "") +
+                           (softcap > 0.f ? "_softcap30" : "");
   if (!selected(name)) return;
   const int h = 32, hk = 8, d = 128, page = 64;
   const int cols = ctx / page;
@@ -324,6 +338,7 @@ void run_decode(int B, int ctx, int splits = 0, bool sweep = false, bool head_ma
   p.block_table = static_cast<const int32_t*>(table.p);
   p.block_table_batch_stride = cols, p.page_block_size = page, p.num_blocks = blocks;
   p.softmax_scale = 1.f / std::sqrt(float(d));
+  p.softcap = softcap;
   p.window_right = 0;
   p.num_splits = splits;
   if (contiguous) {
@@ -393,6 +408,28 @@ int main(int argc, char** argv) {
           w.d = d, w.h = w.hk = 16, w.causal = causal, w.varlen = false;
           run_prefill("E_S" + std::to_string(S) + "_d" + std::to_string(d) + (causal ? "_causal" : ""), w);
         }
+  }
+  if (only.find('G') != std::string::npos) {
+    // General logits: softcap and ALiBi, beside group A and B's plain configurations
+    struct Mod {
+      const char* tag;
+      float softcap;
+      bool alibi;
+    };
+    for (const Mod& m : {Mod{"softcap30", 30.f, false}, Mod{"alibi", 0.f, true}})
+      for (int d : {128, 256})
+        for (bool causal : {false, true}) {
+          Prefill w;
+          w.lens.assign(4, 4096);
+          w.d = d, w.h = w.hk = 2048 / d, w.causal = causal, w.varlen = false, w.softcap = m.softcap, w.alibi = m.alibi;
+          run_prefill(std::string("G_S4096_d") + std::to_string(d) + "_" + m.tag + (causal ? "_causal" : ""), w);
+        }
+    for (bool causal : {false, true}) {
+      Prefill w;
+      w.lens = lens, w.h = w.hk = 16, w.d = 128, w.causal = causal, w.softcap = 30.f;
+      run_prefill(std::string("G_varlen_d128_h16_softcap30") + (causal ? "_causal" : ""), w);
+    }
+    for (auto [B, ctx] : {std::pair{64, 4096}, std::pair{1, 32768}}) run_decode(B, ctx, 0, false, false, false, 30.f);
   }
   if (want("V")) {
     // Launch-order variants of the library's kernels (flash_fwd_kernel's seq_chunk: how many

@@ -2,9 +2,9 @@
 
 A: torch.nn.attention.varlen.varlen_attn; B: scaled_dot_product_attention with the flash and
 cuDNN backends (E: the same at head sizes 96 and 192, only when named); D: SDPA cuDNN on
-contiguous K/V (enable_gqa). Times are CUDA-event medians after warm-up; every input set is
-larger than 3x the L2 cache. Prints one JSON line per config (and writes them to --json
-FILE)."""
+contiguous K/V (enable_gqa); G: softcap and ALiBi through FlexAttention, compiled (only when
+named). Times are CUDA-event medians after warm-up; every input set is larger than 3x the L2
+cache. Prints one JSON line per config (and writes them to --json FILE)."""
 import argparse
 import inspect
 import json
@@ -100,6 +100,35 @@ def run_b(group="B", sizes=(1024, 4096, 16384), dims=(64, 128, 256), heads=None)
                         emit(impl, name, float("nan"), "tflops", float("nan"), note=str(e)[:120])
 
 
+def run_g():
+    """G: softcap and ALiBi through FlexAttention (compiled; SDPA's backends have neither)."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    flex = torch.compile(flex_attention, dynamic=False)
+    S, B = 4096, 4
+    for tag, softcap, alibi in (("softcap30", 30.0, False), ("alibi", 0.0, True)):
+        for d in (128, 256):
+            h = 2048 // d
+            q, k, v = (rand(B, S, h, d).transpose(1, 2) for _ in range(3))
+            slopes = torch.exp2(-8.0 * torch.arange(1, h + 1, device=DEV) / h)
+            if alibi:
+                def mod(score, b, hh, qi, ki):
+                    return score - slopes[hh] * (qi - ki).abs()
+            else:
+                def mod(score, b, hh, qi, ki):
+                    return softcap * torch.tanh(score / softcap)
+            for causal in (False, True):
+                name = f"G_S{S}_d{d}_{tag}" + ("_causal" if causal else "")
+                flops = 4.0 * d * h * pairs([S] * B, causal)
+                try:
+                    mask = create_block_mask(lambda b, hh, qi, ki: qi >= ki, None, None, S, S) if causal else None
+                    ms = time_median(lambda: flex(q, k, v, score_mod=mod, block_mask=mask))
+                    emit("torch_flex", name, ms, "tflops", flops / ms / 1e9)
+                except Exception as e:  # no compiler on the machine, or a shape it rejects
+                    emit("torch_flex", name, float("nan"), "tflops", float("nan"), note=str(e)[:120])
+            del q, k, v
+            torch.cuda.empty_cache()
+
+
 def run_d():
     h, hk, d = 32, 8, 128
     for B, ctx in ((64, 4096), (64, 16384), (128, 8192), (1, 32768)):
@@ -142,6 +171,8 @@ def main():
         run_d()
     if "E" in args.only:  # the other head sizes: 16 heads of 96 or 192 channels
         run_b("E", (1024, 4096, 16384), (96, 192), 16)
+    if "G" in args.only:  # softcap and ALiBi (FlexAttention)
+        run_g()
 
 
 if __name__ == "__main__":

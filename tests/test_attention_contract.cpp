@@ -196,6 +196,27 @@ TEST_CASE("contract: mm-prefix ranges see each other both ways") {
         }
 }
 
+TEST_CASE("contract: a row's mm-prefix keys are one interval") {
+  // overlapping ranges [1, 5) and [3, 9), a separate [10, 12), an empty pad, and one past sk
+  std::vector<int32_t> ranges{1, 5, 3, 9, 10, 12, 6, 6, 11, 20};
+  FlashFwdParams p = window(8, 0);
+  p.mm_prefix_ranges = ranges.data(), p.mm_batch_stride = 10, p.mm_range_stride = 2, p.mm_max_ranges = 5;
+  const int64_t sk = 14;
+  auto keys = [&](int64_t pos) { return mm_keys_of_row<int64_t>(p, 0, pos, sk); };
+  CHECK(keys(0).empty());                          // no range holds 0
+  CHECK((keys(2).begin == 1 && keys(2).end == 5));   // [1, 5) alone
+  CHECK((keys(4).begin == 1 && keys(4).end == 9));   // both overlapping ranges: their union
+  CHECK((keys(7).begin == 3 && keys(7).end == 9));
+  CHECK(keys(9).empty());                           // between ranges
+  CHECK((keys(11).begin == 10 && keys(11).end == 14));  // [10, 12) and [11, 20) clipped to sk
+  // the two intervals give key_visible exactly, on every (pos, t)
+  p.window_left = 2, p.window_right = 0;
+  for (int64_t pos = -1; pos < sk + 2; ++pos)
+    for (int64_t t = 0; t < sk; ++t)
+      CHECK(key_visible<int64_t>(p, 0, pos, t, sk) ==
+            (window_keys<int64_t>(p, pos, sk).contains(t) || mm_keys_of_row<int64_t>(p, 0, pos, sk).contains(t)));
+}
+
 TEST_CASE("contract: the logit") {
   // no softcap, no ALiBi: scale * qk
   CHECK(logit(2.0, 0.5, 0.0, 0.0, 3, 1) == 1.0);

@@ -557,6 +557,76 @@ TEST_CASE("flash kernels: varlen prefill, masks and score modifiers") {
   for (const Case& c : cases) check_case(c);
 }
 
+// Softcap, ALiBi, mm-prefix ranges and a softmax scale that is not positive: on an sm_90 GPU
+// the Hopper kernel's general instances take every head size it covers, paged or not, one
+// query tile or several per sequence (above head size 128 a tile's first scores are formed
+// beside the previous tile's last product), and a persistent walk over more tiles than SMs.
+TEST_CASE("flash kernels: score modifiers on every Hopper head size and layout") {
+  SKIP_WITHOUT_CUDA();
+  std::vector<Case> cases;
+  for (int hs : {64, 96, 128, 192, 256}) {
+    Case c = varlen_case("softcap 20 + alibi causal d" + std::to_string(hs), 3, 100, 330, hs);
+    c.alibi = true, c.softcap = 20.f, c.causal = true, c.nh = 4, c.nhk = 2;
+    c.dtype = hs % 128 == 0 ? FlashDType::BF16 : FlashDType::F16;
+    cases.push_back(c);
+  }
+  {
+    Case c = varlen_case("alibi window 90/10, paged 64, d128", 3, 50, 300, 128);
+    c.sk = lengths(case_rng(), 3, 200, 600);
+    c.alibi = true, c.wl = 90, c.wr = 10, c.page = 64;
+    cases.push_back(c);
+    c.name = "softcap 8, paged 96 causal, d192 f16";
+    c.alibi = false, c.softcap = 8.f, c.wl = c.wr = -1, c.causal = true, c.page = 96, c.hs = 192;
+    c.dtype = FlashDType::F16;
+    cases.push_back(c);
+    c.name = "softcap 30, paged 32, d256";
+    c.softcap = 30.f, c.causal = false, c.page = 32, c.hs = 256, c.dtype = FlashDType::BF16;
+    cases.push_back(c);
+  }
+  {
+    // overlapping ranges: rows inside both see their union; a range past the keys is clipped
+    Case c = varlen_case("mm-prefix ranges, overlapping, causal d128", 3, 150, 400, 128);
+    c.causal = true;
+    for (int b = 0; b < 3; ++b) {
+      const int n = c.sk[b];
+      c.mm.push_back({{10, n / 3}, {n / 4, n / 2}, {n - 20, n + 50}});
+    }
+    cases.push_back(c);
+    c.name = "mm-prefix ranges + softcap, window 40/0, d256 paged 64";
+    c.softcap = 15.f, c.causal = false, c.wl = 40, c.wr = 0, c.hs = 256, c.page = 64;
+    cases.push_back(c);
+  }
+  {
+    Case c = batched_head_major_case("negative scale, softcap 4, batched d64", 260, 300, 64);
+    c.scale = -0.05f, c.softcap = 4.f, c.causal = false;
+    cases.push_back(c);
+  }
+  {
+    Case c = varlen_case("80 sequences, softcap 12 causal d128", 80, 1, 200, 128);
+    c.nh = 2, c.nhk = 1, c.causal = true, c.softcap = 12.f;
+    cases.push_back(c);
+  }
+  {
+    // the decode shape (the Hopper decode on an sm_90 GPU): packed GQA rows with their own
+    // heads' slopes, the launcher's split count (merged in a cluster) and a forced one
+    Case c;
+    c.name = "decode softcap 20 + alibi, GQA 8/2, paged 64";
+    c.sq = {1, 1, 1}, c.sk = {300, 1500, 65};
+    c.nh = 8, c.nhk = 2, c.hs = 128, c.page = 64, c.causal = true, c.softcap = 20.f, c.alibi = true;
+    cases.push_back(c);
+    c.name = "decode softcap 20 + alibi, 3 splits";
+    c.num_splits = 3;
+    cases.push_back(c);
+    c.name = "decode mm-prefix ranges, window 100/0, d64 varlen";
+    c.sq = {2, 1, 3}, c.sk = {400, 90, 260};
+    c.nh = 4, c.nhk = 4, c.hs = 64, c.page = 0, c.num_splits = 0, c.softcap = 0.f, c.alibi = false;
+    c.causal = false, c.wl = 100, c.wr = 0;
+    c.mm = {{{10, 399}}, {{0, 30}, {50, 90}}, {{100, 180}, {150, 259}}};
+    cases.push_back(c);
+  }
+  for (const Case& c : cases) check_case(c);
+}
+
 TEST_CASE("flash kernels: GQA/MQA, head sizes, layouts, dtypes") {
   SKIP_WITHOUT_CUDA();
   std::vector<Case> cases;
@@ -934,6 +1004,14 @@ TEST_CASE("flash kernels: sanitizer subset") {
     cases.push_back(c);
     c.name = "san: d192 paged 96";
     c.hs = 192, c.page = 96, c.wl = c.wr = -1;
+    cases.push_back(c);
+    // the general logits' instances: softcap and ALiBi paged, mm-prefix ranges over a window
+    c.name = "san: d128 softcap alibi paged 64 causal";
+    c.hs = 128, c.page = 64, c.causal = true, c.softcap = 10.f, c.alibi = true;
+    cases.push_back(c);
+    c.name = "san: d256 mm-prefix ranges, window 30/0";
+    c.hs = 256, c.page = 0, c.causal = false, c.wl = 30, c.wr = 0, c.softcap = 0.f, c.alibi = false;
+    for (int n : c.sk) c.mm.push_back({{n / 6, n / 2}});
     cases.push_back(c);
   }
   {

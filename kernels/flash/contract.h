@@ -222,6 +222,26 @@ WICK_HOST_DEVICE inline bool key_visible(const FlashFwdParams& p, int b, I pos, 
   return ranges && in_shared_range<I>(ranges, p.mm_range_stride, p.mm_max_ranges, pos, t);
 }
 
+// The keys the query at pos sees through mm-prefix ranges of sequence b: those of every range
+// that holds pos. The ranges holding pos all overlap there, so their union is one interval
+// (empty when no range holds pos; clipped to [0, sk)). So a row's visible keys are two
+// intervals, this and its window's: key_visible(p, b, pos, t, sk) == window_keys(p, pos,
+// sk).contains(t) || mm_keys_of_row(p, b, pos, sk).contains(t).
+template <class I>
+WICK_HOST_DEVICE inline Range<I> mm_keys_of_row(const FlashFwdParams& p, int b, I pos, I sk) {
+  Range<I> u{0, 0};
+  bool any = false;
+  const int32_t* ranges = mm_ranges_of(p, b);
+  for (int k = 0; ranges && k < p.mm_max_ranges; ++k) {
+    const Range<int> g = mm_range(ranges, p.mm_range_stride, k);
+    if (!(g.begin <= pos && pos < g.end)) continue;
+    u.begin = any && u.begin < g.begin ? u.begin : I(g.begin);
+    u.end = any && u.end > g.end ? u.end : I(g.end);
+    any = true;
+  }
+  return {clamp_to<I>(u.begin, 0, sk), clamp_to<I>(u.end, 0, sk)};
+}
+
 // True when some row of [pos_first, pos_last] lies in an mm-prefix range: those rows need
 // the per-key rule instead of their window interval.
 template <class I>
@@ -272,6 +292,13 @@ WICK_HOST_DEVICE inline T alibi_bias(T slope, int64_t pos, int64_t t) {
 template <class T>
 WICK_HOST_DEVICE inline T logit(T qk, T softmax_scale, T softcap, T slope, int64_t pos, int64_t t) {
   return soft_cap(softmax_scale * qk, softcap) + alibi_bias(slope, pos, t);
+}
+
+// Whether a call's scores need more than softmax_scale * q.k under its window: softcap,
+// ALiBi, a softmax scale that is not positive, or mm-prefix ranges (kernels that fold the
+// scale into the exponent and mask by one interval per row take the others).
+WICK_HOST_DEVICE inline bool has_general_logits(const FlashFwdParams& p) {
+  return p.alibi_slopes != nullptr || p.softcap > 0.f || !(p.softmax_scale > 0.f) || p.mm_prefix_ranges != nullptr;
 }
 
 // ---- 5. the end of a row ---------------------------------------------------------------------

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/flash/contract.h"
+#include "kernels/flash/flash_mma.cuh"  // fast_exp2
 #include "kernels/pdl.cuh"
 
 namespace wick::kernels::flash {
@@ -29,6 +30,30 @@ template <> __device__ __forceinline__ __half from_float(float x) { return __flo
 // The attention contract (sequence bounds, row offsets, visibility, the logit) is written
 // once for host and device in contract.h; the kernels use it unqualified.
 using namespace ::wick::kernels::attn;
+
+// The general logit of the Hopper kernels (softcap, ALiBi, any softmax scale): the contract's
+// logit (step 4) in log2 units, so the softmax that follows runs with scale 1:
+//   x = softcap * tanh(scale * qk / softcap) - slope * |pos - t|   (times log2 e)
+// in float arithmetic only. tanh(z) = 1 - 2 / (exp(2 z) + 1) from the fast exp2 and
+// reciprocal: its absolute error is about 1e-7, so the logit's is about softcap * 1e-7 (the
+// hardware's tanh approximation, 2^-11 relative, moved softcapped outputs past the tests'
+// accuracy bound). The caller passes the key distance pos - t as a float (exact below 2^24),
+// formed from one distance per row minus a constant per element, so no element needs an
+// integer-to-float conversion (those issue at the rate of the exponentials). capped() and
+// uncapped() are the two forms; callers pick one per tile (softcap > 0 or not).
+struct GeneralLogit {
+  float pre, post, nslope;
+  bool capped_;
+  __device__ GeneralLogit(const FlashFwdParams& p, float slope)
+      : pre(p.softcap > 0.f ? p.softmax_scale / p.softcap * (2.f * kLog2e) : p.softmax_scale * kLog2e),
+        post(p.softcap * kLog2e),
+        nslope(-slope * kLog2e),
+        capped_(p.softcap > 0.f) {}
+  __device__ __forceinline__ float capped(float qk, float dist) const {
+    return fmaf(nslope, fabsf(dist), post * (1.f - __fdividef(2.f, fast_exp2(qk * pre) + 1.f)));
+  }
+  __device__ __forceinline__ float uncapped(float qk, float dist) const { return fmaf(nslope, fabsf(dist), qk * pre); }
+};
 
 // Every attention kernel is launched programmatically (kernels/pdl.cuh): it may start while
 // the kernel before it (the device checks, a K/V write, anything) finishes, so call_faulted,

@@ -17,7 +17,9 @@
 //      read 32 pages at a time by the warp's lanes, so a page id costs no round trip.
 //      consumers (warps 0-3): wait for `full`, then on keys 16w .. 16w + 15 of the tile:
 //      a. S = Q K^T (ldmatrix from the 128-byte-swizzled tile, mma m16n8k16)  = CPU step 2a
-//         masks (window, causal, keys past sk) only on tiles that need them
+//         general logits (softcap, ALiBi, any scale) in instances of their own (kGeneral)
+//         masks (window, causal, keys past sk; mm-prefix ranges in the general instances)
+//         only on tiles that need them
 //      b, c. online softmax of the warp's keys                               = CPU steps 2b-c
 //      d. O += P V                                                            = CPU step 2d
 //      then the warp arrives on `empty`. V rows past sk are zeroed by the warp that owns
@@ -98,7 +100,7 @@ __device__ __forceinline__ void merge_cluster_partials(const FlashKernelArgs& ar
   cluster_sync_relaxed();  // no split leaves while another may still read its shared memory
 }
 
-template <class Sh, class Elem, bool kPaged>
+template <class Sh, class Elem, bool kPaged, bool kGeneral>
 __global__ void __launch_bounds__(Sh::kThreads, Sh::kStages <= 3 ? 2 : 1)
     decode_kernel(const FlashKernelArgs args, const __grid_constant__ CUtensorMap map_k,
                   const __grid_constant__ CUtensorMap map_v, int piece_shift, bool in_cluster) {
@@ -219,7 +221,7 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kStages <= 3 ? 2 : 1)
   float m_run[1][2] = {{-INFINITY, -INFINITY}}, l_run[1][2] = {{0.f, 0.f}};
 #pragma unroll
   for (int d = 0; d < kD / 8; ++d) o[0][d][0] = o[0][d][1] = o[0][d][2] = o[0][d][3] = 0.f;
-  const float sc = p.softmax_scale * kLog2e;
+  const float sc = kGeneral ? 1.f : p.softmax_scale * kLog2e;  // general logits are in log2 units
   // ldmatrix rows of this lane: K (key kr, channels + 8 for lanes 8-15 and 24-31) and V
   // (key vr, channels + 8 for lanes 16-31). In the swizzled tile, 16-channel step ks of a
   // row sits at panel ks / 4, chunk (2 (ks % 4) + hi) ^ (row % 8) = 2 (ks % 4) ^ (hi ^ row % 8):
@@ -247,20 +249,40 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kStages <= 3 ? 2 : 1)
       mma_16816<Elem>(s[1], qf[ks], bk[2], bk[3]);
     }
     const int t_tile = nb * kBlockN;
+    const int t_first = t_tile + 16 * warp + 2 * tq;  // this thread's first key
+    if constexpr (kGeneral) {
+      // softcap / ALiBi / any scale: the contract's logits in log2 units (flash_common.cuh);
+      // each row has its own head, so its own ALiBi slope
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        const int r = min(g + 8 * rr, rows - 1);
+        const GeneralLogit lg(p, alibi_slope(p, hk * G + r % G));
+        const float dist0 = static_cast<float>(r / G + off - t_first);
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+          for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
+            const float dist = dist0 - static_cast<float>(8 * j + (e % 2));
+            s[j][e] = lg.capped_ ? lg.capped(s[j][e], dist) : lg.uncapped(s[j][e], dist);
+          }
+      }
+    }
     if (t_tile < unmasked.begin || t_tile + kBlockN > unmasked.end) {
-      // causal / sliding window / keys past sk: a row's visible keys are one interval
+      // causal / sliding window / keys past sk: a row's visible keys are one interval, and
+      // with mm-prefix ranges (general instances) a second one (mm_keys_of_row)
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
         const int r = min(g + 8 * rr, rows - 1);
         const Range<int> window = window_keys<int>(p, r / G + off, sb.sk);
-        const int t_first = t_tile + 16 * warp + 2 * tq;  // this thread's first key
+        const Range<int> shared = kGeneral ? mm_keys_of_row<int>(p, b, r / G + off, sb.sk) : Range<int>{0, 0};
         const int lo = window.begin - t_first, hi = window.end - t_first;
+        const int mlo = shared.begin - t_first, mhi = shared.end - t_first;
 #pragma unroll
         for (int j = 0; j < 2; ++j)
 #pragma unroll
           for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
             const int dt = 8 * j + (e % 2);
-            if (dt < lo || dt >= hi) s[j][e] = -INFINITY;
+            if ((dt < lo || dt >= hi) && (!kGeneral || dt < mlo || dt >= mhi)) s[j][e] = -INFINITY;
           }
       }
     }
@@ -397,13 +419,13 @@ bool clusters_fit(Kernel kernel, int smem, int threads, int64_t tiles, int split
 // K/V, or when split partials would need a separate combine kernel (no cluster merge, and a
 // capture made directly through the CUDA runtime or more tiles than the workspace counts):
 // the sm_80 kernel covers those. `resident`: CTAs of this instance the GPU holds at once.
-template <class Sh, class Elem, bool kPaged>
+template <class Sh, class Elem, bool kPaged, bool kGeneral>
 bool launch_decode(const FlashFwdParams& p, cudaStream_t st, int splits, int64_t resident,
                    const DeviceChecks* checks) {
   const int piece_shift = paged_piece_shift(p, Sh::kBlockN);
   CUtensorMap map_k, map_v;
   if (!make_kv_maps(p, Sh::kBlockN, piece_shift, map_k, map_v)) return false;
-  auto kernel = decode_kernel<Sh, Elem, kPaged>;
+  auto kernel = decode_kernel<Sh, Elem, kPaged, kGeneral>;
   static bool smem_set[kSmemLimitDevices] = {};
   raise_smem_limit_once(kernel, Sh::kSmem, smem_set);
   FlashKernelArgs a;
@@ -441,7 +463,7 @@ bool launch_decode(const FlashFwdParams& p, cudaStream_t st, int splits, int64_t
 template <int D>
 constexpr int kDeepStages = D == 64 ? 8 : 6;
 
-template <int D, class Elem, bool kPaged>
+template <int D, class Elem, bool kPaged, bool kGeneral>
 bool run_decode_instance(const FlashFwdParams& p, cudaStream_t st, const DeviceChecks* checks) {
   using Wide = DecodeShape<D, 3>;
   using Deep = DecodeShape<D, kDeepStages<D>>;
@@ -449,7 +471,8 @@ bool run_decode_instance(const FlashFwdParams& p, cudaStream_t st, const DeviceC
   const int64_t tiles = static_cast<int64_t>(p.batch) * p.num_heads_k;
   if (tiles <= 0 || tiles > 0x7fffffff) return false;
   static Residency residency_cache[kMaxDevices] = {};
-  const Residency res = resident_slots(decode_kernel<Wide, Elem, kPaged>, Wide::kThreads, Wide::kSmem, residency_cache);
+  const Residency res =
+      resident_slots(decode_kernel<Wide, Elem, kPaged, kGeneral>, Wide::kThreads, Wide::kSmem, residency_cache);
   const int key_tiles = (max_sk + Wide::kBlockN - 1) / Wide::kBlockN;
   int splits = p.num_splits > 0 ? p.num_splits : choose_num_splits(tiles, key_tiles, res.slots, res.sms, true);
   // 9 to 16 splits merge through global scratch: over at most kClusterKeyTiles key tiles,
@@ -460,18 +483,27 @@ bool run_decode_instance(const FlashFwdParams& p, cudaStream_t st, const DeviceC
       cluster_merge_on())
     splits = kMaxCluster;
   splits = std::max(1, std::min(splits, 65535 / std::max(p.batch, 1)));
-  if (splits > 1 && tiles * splits <= res.sms) return launch_decode<Deep, Elem, kPaged>(p, st, splits, res.sms, checks);
-  return launch_decode<Wide, Elem, kPaged>(p, st, splits, res.slots, checks);
+  if (splits > 1 && tiles * splits <= res.sms)
+    return launch_decode<Deep, Elem, kPaged, kGeneral>(p, st, splits, res.sms, checks);
+  return launch_decode<Wide, Elem, kPaged, kGeneral>(p, st, splits, res.slots, checks);
+}
+
+// General logits (softcap, ALiBi, mm-prefix ranges, any scale) run instances of their own,
+// so the plain ones keep their registers and code.
+template <int D, class Elem, bool kPaged>
+bool run_decode_layout(const FlashFwdParams& p, cudaStream_t st, const DeviceChecks* checks) {
+  return has_general_logits(p) ? run_decode_instance<D, Elem, kPaged, true>(p, st, checks)
+                               : run_decode_instance<D, Elem, kPaged, false>(p, st, checks);
 }
 
 template <int D>
 bool run_decode_head_size(const FlashFwdParams& p, cudaStream_t st, const DeviceChecks* checks) {
   if (p.dtype == FlashDType::BF16)
-    return p.block_table ? run_decode_instance<D, __nv_bfloat16, true>(p, st, checks)
-                         : run_decode_instance<D, __nv_bfloat16, false>(p, st, checks);
+    return p.block_table ? run_decode_layout<D, __nv_bfloat16, true>(p, st, checks)
+                         : run_decode_layout<D, __nv_bfloat16, false>(p, st, checks);
 #if WICK_FLASH_WANT_F16
-  return p.block_table ? run_decode_instance<D, __half, true>(p, st, checks)
-                       : run_decode_instance<D, __half, false>(p, st, checks);
+  return p.block_table ? run_decode_layout<D, __half, true>(p, st, checks)
+                       : run_decode_layout<D, __half, false>(p, st, checks);
 #else
   return false;
 #endif
@@ -484,7 +516,6 @@ void set_cluster_merge(bool on) { g_cluster_merge.store(on ? 1 : 0); }
 bool decode_covers(const FlashFwdParams& p) {
   const int d = p.head_size;
   return decode_on() && (d == 64 || d == 96 || d == 128) && (p.block_table == nullptr || p.page_block_size % 32 == 0) &&
-         p.alibi_slopes == nullptr && !(p.softcap > 0.f) && p.softmax_scale > 0.f && p.mm_prefix_ranges == nullptr &&
          (p.dtype == FlashDType::BF16 || WICK_FLASH_WANT_F16);
 }
 

@@ -5,11 +5,11 @@
 //
 // What it covers: head sizes 64, 96 (on the 128-channel tiles), 128, 192 and 256, bf16 / f16,
 // K/V batched, varlen or paged (pages of a multiple of 32 rows), GQA / MQA, causal and sliding
-// windows, LSE. The sm_80 family
-// keeps: the other head sizes, softcap, ALiBi and mm-prefix ranges (their per-element logits
-// would cost this kernel registers it does not have), a softmax scale that is not positive,
-// forced split counts, decode shapes (those at head sizes 64, 96 and 128 go to the Hopper
-// decode, flash_decode_sm90.cu), inputs without 16-byte rows, and f16 in
+// windows, LSE, and the general logits (softcap, ALiBi, mm-prefix ranges, any softmax scale)
+// in instances of their own when the copy engine can describe the K/V. The sm_80 family
+// keeps: the other head sizes, forced split counts, decode shapes (those at head sizes 64,
+// 96 and 128 go to the Hopper decode, flash_decode_sm90.cu), general logits whose K/V the
+// copy engine cannot describe, inputs without 16-byte rows, and f16 in
 // WICK_FLASH_QUICK builds. It never splits the keys: a call with few query tiles and very
 // long keys runs one CTA per (tile, head, sequence).
 //
@@ -41,7 +41,9 @@
 //      shared-memory stages (Shape below), the next tiles loading while tile j computes:
 //      a. S = Q K^T: D / 16 wgmmas (k = 16 channels each), Q and K read from shared memory,
 //         S (64 x kBlockN f32 per warpgroup) in registers                     = CPU step 2a
-//         masks (window, causal, keys past sk) only on tiles that need them
+//         general logits (softcap, ALiBi, any scale) in the kGeneral instances
+//         masks (window, causal, keys past sk; mm-prefix ranges in the kGeneral instances)
+//         only on tiles that need them
 //      b. running row max (quad shuffles)                                    = CPU step 2b
 //      c. P = exp2(S * scale*log2e - m * scale*log2e), row sums, O rescaled   = CPU step 2c
 //      d. O += P V: kBlockN / 16 wgmmas (two at D = 256) with P from registers (the S
@@ -258,6 +260,66 @@ __device__ __forceinline__ void mask_tile(float (&s)[kBlockN / 2], const FlashFw
         const int dt = 8 * j + c;
         if (dt < lo || dt >= hi) s[4 * j + 2 * i + c] = -INFINITY;
       }
+  }
+}
+
+// The general logits, in instances of their own (kGeneral): softcap, ALiBi, mm-prefix ranges,
+// any softmax scale. Each score becomes the contract's logit in log2 units (GeneralLogit,
+// flash_common.cuh), the softmax that follows runs with scale 1, and masked tiles test each
+// key against a row's two intervals (mask_tile_ranges). The plain instances keep the code
+// above: none of this reaches their registers or instruction cache.
+template <int kBlockN>
+__device__ __forceinline__ void general_logits(float (&s)[kBlockN / 2], const FlashFwdParams& p, const TileWork& w,
+                                               const Fragment& f, int nb) {
+  const int t_first = nb * kBlockN + 2 * f.t;  // the key of this thread's element (j, c) is t_first + 8 j + c
+  const GeneralLogit lg(p, alibi_slope(p, w.h));
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const float dist0 = static_cast<float>(min(f.row_lo + 8 * i, w.sb.sq - 1) + w.off - t_first);
+    auto each = [&](auto logit) {
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          float& x = s[4 * j + 2 * i + c];
+          x = logit(x, dist0 - static_cast<float>(8 * j + c));
+        }
+    };
+    if (lg.capped_) each([&](float qk, float dist) { return lg.capped(qk, dist); });
+    else each([&](float qk, float dist) { return lg.uncapped(qk, dist); });
+  }
+}
+// Masks with mm-prefix ranges, on the tiles that need a mask: a row sees two intervals of
+// keys, its window's and its mm-prefix ranges' (mm_keys_of_row, contract.h).
+template <int kBlockN>
+__device__ __forceinline__ void mask_tile_ranges(float (&s)[kBlockN / 2], const FlashFwdParams& p,
+                                                 const TileWork& w, const Fragment& f, int nb) {
+  const int t_tile = nb * kBlockN;
+  if (t_tile >= w.unmasked.begin && t_tile + kBlockN <= w.unmasked.end) return;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int pos = min(f.row_lo + 8 * i, w.sb.sq - 1) + w.off;
+    const Range<int> window = window_keys<int>(p, pos, w.sb.sk), shared = mm_keys_of_row<int>(p, w.b, pos, w.sb.sk);
+    const int base = t_tile + 2 * f.t;
+    const int lo = window.begin - base, hi = window.end - base;
+    const int mlo = shared.begin - base, mhi = shared.end - base;
+#pragma unroll
+    for (int j = 0; j < kBlockN / 8; ++j)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int dt = 8 * j + c;
+        if ((dt < lo || dt >= hi) && (dt < mlo || dt >= mhi)) s[4 * j + 2 * i + c] = -INFINITY;
+      }
+  }
+}
+template <int kBlockN, bool kGeneral>
+__device__ __forceinline__ void logits_tile(float (&s)[kBlockN / 2], const FlashFwdParams& p, const TileWork& w,
+                                            const Fragment& f, int nb) {
+  if constexpr (kGeneral) {
+    general_logits<kBlockN>(s, p, w, f, nb);
+    mask_tile_ranges<kBlockN>(s, p, w, f, nb);
+  } else {
+    mask_tile<kBlockN>(s, p, w, f, nb);
   }
 }
 
@@ -537,7 +599,7 @@ __global__ void __launch_bounds__(Sh::kThreads, 1) fwd_kernel(const FlashFwdPara
 // consumers take turns issuing their products, in warpgroup order (named barriers 2, 3, ...),
 // and each issues S of tile j together with O += P V of tile j - 1, so its softmax of tile j
 // runs while its own and the other warpgroups' products do.
-template <class Sh, class Elem, bool kPaged>
+template <class Sh, class Elem, bool kPaged, bool kGeneral>
 __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
     fwd_kernel_tma(const FlashFwdParams p, TileOrder order, int tiles, int* sched, int piece_shift,
                    const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v) {
@@ -702,7 +764,7 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
 
   setmaxnreg_inc<kConsumerRegs>();
   const int wg = warp / 4, wtid = tid % 128;
-  const float sc = p.softmax_scale * kLog2e;
+  const float sc = kGeneral ? 1.f : p.softmax_scale * kLog2e;  // general logits are in log2 units
   const uint32_t q_wg = sQ + wg * 64 * 128;  // this warpgroup's 64 Q rows in each panel
   // 1. Q: each warpgroup copies its own 64 rows (cp.async) and publishes them among its
   //    warps with its named barrier; the next tile's rows are copied as soon as this tile's
@@ -791,7 +853,7 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
     fence_operands(s);
     if (kSplitKV) release(empty_k, it);
     if (w.nb_lo + 1 == w.nb_hi) prefetch_q(r);
-    mask_tile<kBlockN>(s, p, w, fragment_of(w), w.nb_lo);
+    logits_tile<kBlockN, kGeneral>(s, p, w, fragment_of(w), w.nb_lo);
     float corr[2];
     online_softmax<kBlockN>(s, m_run, l_run, sc, corr);
     pack_p<kBlockN, Elem>(s, a);
@@ -838,7 +900,7 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
         fence_operands(s);
         if (kSplitKV) release(empty_k, it);
         if (nb + 1 == w.nb_hi) prefetch_q(r);
-        mask_tile<kBlockN>(s, p, w, f, nb);
+        logits_tile<kBlockN, kGeneral>(s, p, w, f, nb);
         float corr[2];
         online_softmax<kBlockN>(s, m_run, l_run, sc, corr);
         wgmma_wait<0>();  // O += P V of tile nb - 1
@@ -958,7 +1020,7 @@ int grid_of(const FlashFwdParams& p, int max_ctas, dim3& grid, TileOrder& order)
 
 // The copy-engine kernel of shape Sh; false (nothing launched) when the copy engine cannot
 // describe the call's K/V.
-template <class Sh, class Elem, bool kPaged>
+template <class Sh, class Elem, bool kPaged, bool kGeneral = false>
 bool launch_tma(const FlashFwdParams& p, cudaStream_t st) {
   const int piece_shift = paged_piece_shift(p, Sh::kBlockN);
   CUtensorMap map_k, map_v;
@@ -983,7 +1045,7 @@ bool launch_tma(const FlashFwdParams& p, cudaStream_t st) {
   SplitWorkspace ws;
   if (claim && p.cu_seqlens_q != nullptr && static_cast<int64_t>(grid.x) < tiles && split_workspace(st, 2, 0, ws))
     sched = ws.counters;
-  auto kernel = fwd_kernel_tma<Sh, Elem, kPaged>;
+  auto kernel = fwd_kernel_tma<Sh, Elem, kPaged, kGeneral>;
   constexpr int smem = Sh::template kSmem<false>;
   static bool smem_set[kSmemLimitDevices] = {};
   raise_smem_limit_once(kernel, smem, smem_set);
@@ -997,30 +1059,36 @@ bool launch_tma(const FlashFwdParams& p, cudaStream_t st) {
 // third warpgroup's products cover it. Not for causal (or right-bounded window) calls of at
 // most 1024 query rows per sequence, where the wider tile's masked corner costs more than
 // that gains (both measured on the H200, bench/RESULTS.md).
+// Calls with general logits (softcap, ALiBi, mm-prefix ranges, a softmax scale that is not
+// positive) run the copy-engine kernel's general instance of the plain tile shape; false
+// (nothing launched) when the copy engine cannot describe their K/V: the sm_80 family takes
+// them then.
 template <int D, class Elem, bool kPaged>
-void launch(const FlashFwdParams& p, cudaStream_t st) {
+bool launch(const FlashFwdParams& p, cudaStream_t st) {
+  if (has_general_logits(p)) return use_tma() && launch_tma<Shape<D>, Elem, kPaged, true>(p, st);
   if (use_tma()) {
     if constexpr (D == 64) {
       const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
-      if ((p.window_right < 0 || max_sq > 1024) && launch_tma<Shape<D, 192>, Elem, kPaged>(p, st)) return;
+      if ((p.window_right < 0 || max_sq > 1024) && launch_tma<Shape<D, 192>, Elem, kPaged>(p, st)) return true;
     }
     // Unpaged head sizes 192 and 256: 112- and 80-key tiles in two stages, 6-14% faster than
     // 64-key tiles from 4k tokens up (3% slower at d256 causal over 1k-token sequences;
     // measured on the H200, bench/RESULTS.md). The larger products leave the softmax less
     // of each tile's time; each is the widest tile (in 16-key steps) whose two stages fit.
     if constexpr (D > 128 && !kPaged)
-      if (launch_tma<Shape<D, 128, D == 256 ? 80 : 112>, Elem, kPaged>(p, st)) return;
-    if (launch_tma<Shape<D>, Elem, kPaged>(p, st)) return;
+      if (launch_tma<Shape<D, 128, D == 256 ? 80 : 112>, Elem, kPaged>(p, st)) return true;
+    if (launch_tma<Shape<D>, Elem, kPaged>(p, st)) return true;
   }
   dim3 grid;
   TileOrder order;
   using ShC = Shape<D>;
-  if (grid_of<ShC>(p, INT_MAX, grid, order) == 0) return;
+  if (grid_of<ShC>(p, INT_MAX, grid, order) == 0) return true;
   auto kernel = fwd_kernel<ShC, Elem, kPaged>;
   constexpr int smem = ShC::template kSmem<kPaged>;
   static bool smem_set[kSmemLimitDevices] = {};
   raise_smem_limit_once(kernel, smem, smem_set);
   WICK_CUDA_CHECK(launch_programmatic(kernel, grid, dim3(ShC::kThreads), smem, st, p, order));
+  return true;
 }
 
 }  // namespace
@@ -1043,9 +1111,7 @@ bool available() {
 bool covers(const FlashFwdParams& p) {
   const int d = p.head_size;
   return (d == 64 || d == 96 || d == 128 || d == 192 || d == 256) &&
-         (p.block_table == nullptr || p.page_block_size % 32 == 0) &&
-         p.alibi_slopes == nullptr && !(p.softcap > 0.f) && p.softmax_scale > 0.f &&
-         p.mm_prefix_ranges == nullptr && p.num_splits <= 1 &&
+         (p.block_table == nullptr || p.page_block_size % 32 == 0) && p.num_splits <= 1 &&
          (p.dtype == FlashDType::BF16 || WICK_FLASH_WANT_F16) &&
          static_cast<int64_t>((p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q) + kMinBlockM - 1) / kMinBlockM * p.batch *
                  p.num_heads <= 0x7fffffff;
@@ -1053,27 +1119,25 @@ bool covers(const FlashFwdParams& p) {
 
 namespace {
 template <int D>
-void run_head_size(const FlashFwdParams& p, cudaStream_t st) {
-  if (p.dtype == FlashDType::BF16) {
-    if (p.block_table) launch<D, __nv_bfloat16, true>(p, st);
-    else launch<D, __nv_bfloat16, false>(p, st);
-  } else {
+bool run_head_size(const FlashFwdParams& p, cudaStream_t st) {
+  if (p.dtype == FlashDType::BF16)
+    return p.block_table ? launch<D, __nv_bfloat16, true>(p, st) : launch<D, __nv_bfloat16, false>(p, st);
 #if WICK_FLASH_WANT_F16
-    if (p.block_table) launch<D, __half, true>(p, st);
-    else launch<D, __half, false>(p, st);
+  return p.block_table ? launch<D, __half, true>(p, st) : launch<D, __half, false>(p, st);
+#else
+  return false;
 #endif
-  }
 }
 }  // namespace
 
 bool run(const FlashFwdParams& p, void* stream) {
   auto st = static_cast<cudaStream_t>(stream);
   switch (p.head_size) {
-    case 64: run_head_size<64>(p, st); return true;
+    case 64: return run_head_size<64>(p, st);
     case 96:  // on the 128-channel shape, channels 96..127 read as zeros
-    case 128: run_head_size<128>(p, st); return true;
-    case 192: run_head_size<192>(p, st); return true;
-    case 256: run_head_size<256>(p, st); return true;
+    case 128: return run_head_size<128>(p, st);
+    case 192: return run_head_size<192>(p, st);
+    case 256: return run_head_size<256>(p, st);
     default: return false;  // not a head size covers() admits
   }
 }
