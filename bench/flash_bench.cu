@@ -10,7 +10,7 @@
 //      (B, ctx) = (64, 4096), (64, 16384), (128, 8192), (1, 32768); K+V bytes / time
 //   E  the other head sizes of the Hopper kernels (only when named): 16k tokens, seqlen 1k, 4k
 //      and 16k, d 96 / 192, 16 heads, causal and not
-//   G  general logits (only when named): B's 4k-token configurations at d128 and d256 with
+//   G  general logits (only when named): B's 4k-token configurations at d64, d128 and d256 with
 //      softcap 30 and with ALiBi, and A at d128 with softcap 30, causal and not; D's
 //      B64 ctx4096 and B1 ctx32768 with softcap 30
 //   copy: a device-to-device copy of 2 GiB (read + write bytes / time), the bandwidth roof
@@ -417,7 +417,7 @@ int main(int argc, char** argv) {
       bool alibi;
     };
     for (const Mod& m : {Mod{"softcap30", 30.f, false}, Mod{"alibi", 0.f, true}})
-      for (int d : {128, 256})
+      for (int d : {64, 128, 256})
         for (bool causal : {false, true}) {
           Prefill w;
           w.lens.assign(4, 4096);

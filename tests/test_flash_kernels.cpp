@@ -558,9 +558,10 @@ TEST_CASE("flash kernels: varlen prefill, masks and score modifiers") {
 }
 
 // Softcap, ALiBi, mm-prefix ranges and a softmax scale that is not positive: on an sm_90 GPU
-// the Hopper kernel's general instances take every head size it covers, paged or not, one
+// the Hopper kernels' general instances take every head size they cover, paged or not, one
 // query tile or several per sequence (above head size 128 a tile's first scores are formed
-// beside the previous tile's last product), and a persistent walk over more tiles than SMs.
+// beside the previous tile's last product), a persistent walk over more tiles than SMs, and
+// the decode shape.
 TEST_CASE("flash kernels: score modifiers on every Hopper head size and layout") {
   SKIP_WITHOUT_CUDA();
   std::vector<Case> cases;
@@ -600,6 +601,9 @@ TEST_CASE("flash kernels: score modifiers on every Hopper head size and layout")
     Case c = batched_head_major_case("negative scale, softcap 4, batched d64", 260, 300, 64);
     c.scale = -0.05f, c.softcap = 4.f, c.causal = false;
     cases.push_back(c);
+    Case d = varlen_case("alibi, paged 32, d64", 3, 150, 420, 64);
+    d.alibi = true, d.page = 32, d.nh = 4, d.nhk = 1;
+    cases.push_back(d);
   }
   {
     Case c = varlen_case("80 sequences, softcap 12 causal d128", 80, 1, 200, 128);
