@@ -43,12 +43,12 @@ using namespace ::wick::kernels::attn;
 // uncapped() are the two forms; callers pick one per tile (softcap > 0 or not).
 struct GeneralLogit {
   float pre, post, nslope;
-  bool capped_;
+  bool has_cap;
   __device__ GeneralLogit(const FlashFwdParams& p, float slope)
       : pre(p.softcap > 0.f ? p.softmax_scale / p.softcap * (2.f * kLog2e) : p.softmax_scale * kLog2e),
         post(p.softcap * kLog2e),
         nslope(-slope * kLog2e),
-        capped_(p.softcap > 0.f) {}
+        has_cap(p.softcap > 0.f) {}
   __device__ __forceinline__ float capped(float qk, float dist) const {
     return fmaf(nslope, fabsf(dist), post * (1.f - __fdividef(2.f, fast_exp2(qk * pre) + 1.f)));
   }

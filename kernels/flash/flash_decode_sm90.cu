@@ -263,7 +263,7 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kStages <= 3 ? 2 : 1)
 #pragma unroll
           for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
             const float dist = dist0 - static_cast<float>(8 * j + (e % 2));
-            s[j][e] = lg.capped_ ? lg.capped(s[j][e], dist) : lg.uncapped(s[j][e], dist);
+            s[j][e] = lg.has_cap ? lg.capped(s[j][e], dist) : lg.uncapped(s[j][e], dist);
           }
       }
     }

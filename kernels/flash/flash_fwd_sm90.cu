@@ -285,7 +285,7 @@ __device__ __forceinline__ void general_logits(float (&s)[kBlockN / 2], const Fl
           x = logit(x, dist0 - static_cast<float>(8 * j + c));
         }
     };
-    if (lg.capped_) each([&](float qk, float dist) { return lg.capped(qk, dist); });
+    if (lg.has_cap) each([&](float qk, float dist) { return lg.capped(qk, dist); });
     else each([&](float qk, float dist) { return lg.uncapped(qk, dist); });
   }
 }
