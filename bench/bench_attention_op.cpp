@@ -10,13 +10,17 @@
 // Batched prefill (group B at d128 and d256): flash_attn over 16k tokens in sequences of 1k,
 //   4k and 16k, 2048 / d heads, full and causal (a batch of sequences of one length, the
 //   form whose causal tiles the Hopper kernel pairs long with short).
+// Score modifiers (group G at d128): flash_attn_alibi_windowed_softcap over 4 sequences of
+//   4096 tokens, 16 heads, softcap 30 or ALiBi, full and causal.
 // CUDA only (a CPU run has no host round trip to measure).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -132,6 +136,34 @@ void prefill_batched(const Device& dev, size_t S, size_t d, bool full, bool caus
   }
 }
 
+// Score modifiers through the public op (flash_bench group G at d128): flash_attn over 4
+// sequences of 4096 tokens, 16 heads of 128, with softcap 30 (no ALiBi) or with ALiBi
+// (slopes 2^(-8 (h + 1) / 16)), full and causal.
+std::string modifier_name(const char* tag, bool causal) {
+  return std::string("op_prefill_G_S4096_d128_") + tag + (causal ? "_causal" : "");
+}
+void prefill_modifiers(const Device& dev, const std::function<bool(const std::string&)>& want) {
+  const size_t S = 4096, B = 4, h = 16, d = 128;
+  const Tensor q = Tensor::randn({B, S, h, d}, DType::BF16, dev, 10);
+  const Tensor k = Tensor::randn({B, S, h, d}, DType::BF16, dev, 11);
+  const Tensor v = Tensor::randn({B, S, h, d}, DType::BF16, dev, 12);
+  std::vector<float> s(h);
+  for (size_t i = 0; i < h; ++i) s[i] = std::exp2(-8.f * static_cast<float>(i + 1) / static_cast<float>(h));
+  const Tensor slopes = Tensor::from_vec(s, Shape{h}, dev);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  for (const char* tag : {"softcap30", "alibi"})
+    for (bool c : {false, true}) {
+      if (!want(modifier_name(tag, c))) continue;
+      const bool alibi = tag[0] == 'a';
+      const double us = us_per_call(dev, [&] {
+        flash_attn_alibi_windowed_softcap(q, k, v, alibi ? &slopes : nullptr, scale, std::nullopt,
+                                          c ? std::optional<size_t>{0} : std::nullopt, alibi ? 0.f : 30.f);
+      }, kLongIters);
+      const double pairs = static_cast<double>(B) * (c ? 0.5 * S * (S + 1.0) : static_cast<double>(S) * S);
+      emit(modifier_name(tag, c), us, "tflops", 4.0 * pairs * h * d / (us * 1e-6) / 1e12);
+    }
+}
+
 // A decode step of 32 layers as a serving loop runs it: per layer, the new token's K/V into
 // the paged cache (write_kv_slots) and paged attention through one plan_step op; issued call
 // by call, then as one captured CUDA graph replayed (the same work). Beside them: the host's
@@ -233,6 +265,10 @@ int main(int argc, char** argv) {
       const bool full = want(batched_name(S, d, false)), causal = want(batched_name(S, d, true));
       if (full || causal) prefill_batched(dev, S, d, full, causal);
     }
+  bool modifiers = false;
+  for (const char* tag : {"softcap30", "alibi"})
+    for (bool c : {false, true}) modifiers = modifiers || want(modifier_name(tag, c));
+  if (modifiers) prefill_modifiers(dev, want);
   for (auto [B, ctx] : {std::pair<size_t, size_t>{1, 512}, {8, 4096}}) {
     const std::string tag = "_B" + std::to_string(B) + "_ctx" + std::to_string(ctx);
     if (want("step32_eager" + tag) || want("step32_graph" + tag)) graph_step(dev, B, ctx);
