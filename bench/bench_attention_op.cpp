@@ -138,7 +138,7 @@ void prefill_batched(const Device& dev, size_t S, size_t d, bool full, bool caus
 
 // Score modifiers through the public op (flash_bench group G at d128): flash_attn over 4
 // sequences of 4096 tokens, 16 heads of 128, with softcap 30 (no ALiBi) or with ALiBi
-// (slopes 2^(-8 (h + 1) / 16)), full and causal.
+// (bench::alibi_slopes), full and causal.
 std::string modifier_name(const char* tag, bool causal) {
   return std::string("op_prefill_G_S4096_d128_") + tag + (causal ? "_causal" : "");
 }
@@ -147,9 +147,7 @@ void prefill_modifiers(const Device& dev, const std::function<bool(const std::st
   const Tensor q = Tensor::randn({B, S, h, d}, DType::BF16, dev, 10);
   const Tensor k = Tensor::randn({B, S, h, d}, DType::BF16, dev, 11);
   const Tensor v = Tensor::randn({B, S, h, d}, DType::BF16, dev, 12);
-  std::vector<float> s(h);
-  for (size_t i = 0; i < h; ++i) s[i] = std::exp2(-8.f * static_cast<float>(i + 1) / static_cast<float>(h));
-  const Tensor slopes = Tensor::from_vec(s, Shape{h}, dev);
+  const Tensor slopes = Tensor::from_vec(bench::alibi_slopes(static_cast<int>(h)), Shape{h}, dev);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   for (const char* tag : {"softcap30", "alibi"})
     for (bool c : {false, true}) {

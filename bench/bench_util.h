@@ -1,8 +1,9 @@
-// Timing helper shared by the CPU benchmarks.
+// Helpers shared by the benchmarks: timing, and the workloads flash_bench defines.
 #pragma once
 #include <algorithm>
 #include <cstdint>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <vector>
 
@@ -32,6 +33,14 @@ inline std::vector<uint32_t> varlen_lengths() {
     v.push_back(static_cast<uint32_t>(128 + (x >> 33) % (4096 - 128 + 1)));
   }
   return v;
+}
+
+// ALiBi slopes of group G (flash_bench, bench_attention_op and bench/flash_peers.py): head h
+// of `heads` gets 2^(-8 (h + 1) / heads).
+inline std::vector<float> alibi_slopes(int heads) {
+  std::vector<float> s(heads);
+  for (int h = 0; h < heads; ++h) s[h] = std::exp2(-8.f * static_cast<float>(h + 1) / static_cast<float>(heads));
+  return s;
 }
 
 }  // namespace wick::bench

@@ -46,6 +46,7 @@
 
 #include <functional>
 
+#include "bench/bench_util.h"
 #include "kernels/flash/flash_fwd.h"
 #include "kernels/flash/flash_launch.cuh"  // tile-shape variants (--variants), for tuning only
 
@@ -167,7 +168,7 @@ struct Prefill {
   bool causal = false, varlen = true;
   int page = 0;
   float softcap = 0.f;  // > 0: logits capped at +-softcap (tanh)
-  bool alibi = false;   // ALiBi with the usual slopes 2^(-8 (h + 1) / heads)
+  bool alibi = false;   // ALiBi with bench::alibi_slopes
 };
 
 double pairs(const Prefill& w) {
@@ -213,8 +214,7 @@ double run_prefill(const std::string& name, const Prefill& w) {
   }
   Dev cu_d(cu.size() * 4), lse(size_t(T) * w.h * 4), table_d(table.size() * 4 + 4), slopes_d(size_t(w.h) * 4);
   if (w.alibi) {
-    std::vector<float> slopes(w.h);
-    for (int h = 0; h < w.h; ++h) slopes[h] = std::exp2(-8.f * (h + 1) / w.h);
+    const std::vector<float> slopes = wick::bench::alibi_slopes(w.h);
     CK(cudaMemcpy(slopes_d.p, slopes.data(), slopes.size() * 4, cudaMemcpyHostToDevice));
   }
   CK(cudaMemcpy(cu_d.p, cu.data(), cu.size() * 4, cudaMemcpyHostToDevice));
