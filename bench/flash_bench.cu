@@ -19,6 +19,8 @@
 //      (B, heads, ctx, d) K/V the cuDNN peer reads; rows of a head are page-stride apart in D
 //   U  D on contiguous K/V (only when named): (B, heads, ctx, d), no block table, the
 //      layout and call the cuDNN peer of D times
+//   H  D's paged decode at head sizes 192 and 256 (only when named): B = 64 ctx 4096 and
+//      B = 1 ctx 32768
 //   S  decode split-KV counts (tuning, only when named): B = 1, ctx 512 and 2048, the
 //      launcher's count and forced counts 1, 2, 4, 8, 16; B = 1 ctx 32768, 8 to 33 splits,
 //      and ctx 8192, 16384 and 65536 at the launcher's count;
@@ -30,7 +32,7 @@
 // FLOPs: 4 * d * h * (visible query-key pairs); causal counts sq * (sq + 1) / 2 pairs per
 // sequence when sq == sk, the convention torch's and FlashAttention's benchmarks use.
 // Options: --json FILE, --only GROUPS (e.g. "ABD", "copy"),
-// --filter NAME_SUBSTRING. E, G, L and S run only when named.
+// --filter NAME_SUBSTRING. E, G, H, L and S run only when named.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -300,13 +302,13 @@ double run_prefill(const std::string& name, const Prefill& w) {
 // forces it, 0 lets the launcher choose ("auto"). contiguous (U): the batched op's K/V,
 // (B, heads, ctx, d), the same bytes as D's cache.
 void run_decode(int B, int ctx, int splits = 0, bool sweep = false, bool head_major = false, bool contiguous = false,
-                float softcap = 0.f) {
-  const std::string group = sweep ? "S" : contiguous ? "U" : head_major ? "P" : softcap > 0.f ? "G" : "D";
+                float softcap = 0.f, int d = 128) {
+  const std::string group = sweep ? "S" : contiguous ? "U" : head_major ? "P" : softcap > 0.f ? "G" : d != 128 ? "H" : "D";
   const std::string name = group + "_decode_B" + std::to_string(B) + "_ctx" + std::to_string(ctx) +
                            (sweep ? "_splits" + (splits > 0 ? std::to_string(splits) : std::string("auto")) : "") +
-                           (softcap > 0.f ? "_softcap30" : "");
+                           (softcap > 0.f ? "_softcap30" : "") + (d != 128 ? "_d" + std::to_string(d) : "");
   if (!selected(name)) return;
-  const int h = 32, hk = 8, d = 128, page = 64;
+  const int h = 32, hk = 8, page = 64;
   const int cols = ctx / page;
   const int64_t blocks = int64_t(B) * cols;
   std::vector<int32_t> perm(blocks);
@@ -491,6 +493,9 @@ int main(int argc, char** argv) {
     for (auto [B, ctx] : {std::pair{64, 4096}, std::pair{64, 16384}, std::pair{128, 8192}, std::pair{1, 32768}})
       run_decode(B, ctx, 0, false, group == 'P', group == 'U');
   }
+  if (only.find('H') != std::string::npos)  // decode at the other head sizes of the Hopper decode
+    for (int d : {192, 256})
+      for (auto [B, ctx] : {std::pair{64, 4096}, std::pair{1, 32768}}) run_decode(B, ctx, 0, false, false, false, 0.f, d);
   if (only.find('S') != std::string::npos) {  // decode, forced split counts (tuning)
     if (selected("S_empty_kernel")) {  // the harness's floor: one launch of an empty kernel
       const double ms = time_median([](int) { empty_kernel<<<1, 32>>>(); }, 1);

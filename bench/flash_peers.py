@@ -2,8 +2,8 @@
 
 A: torch.nn.attention.varlen.varlen_attn; B: scaled_dot_product_attention with the flash and
 cuDNN backends (E: the same at head sizes 96 and 192, only when named); D: SDPA cuDNN on
-contiguous K/V (enable_gqa); G: softcap and ALiBi through FlexAttention, compiled (only when
-named). Times are CUDA-event medians after warm-up; every input set is larger than 3x the L2
+contiguous K/V (enable_gqa; H: the same at head sizes 192 and 256, only when named); G:
+softcap and ALiBi through FlexAttention, compiled (only when named). Times are CUDA-event medians after warm-up; every input set is larger than 3x the L2
 cache. Prints one JSON line per config (and writes them to --json FILE)."""
 import argparse
 import inspect
@@ -129,13 +129,13 @@ def run_g():
             torch.cuda.empty_cache()
 
 
-def run_d():
-    h, hk, d = 32, 8, 128
-    for B, ctx in ((64, 4096), (64, 16384), (128, 8192), (1, 32768)):
+def run_d(group="D", shapes=((64, 4096), (64, 16384), (128, 8192), (1, 32768)), dims=(128,)):
+    h, hk = 32, 8
+    for d, (B, ctx) in ((d, s) for d in dims for s in shapes):
         q = rand(B, h, 1, d)
         k, v = rand(B, hk, ctx, d), rand(B, hk, ctx, d)
         nbytes = 2.0 * B * hk * ctx * d * 2
-        name = f"D_decode_B{B}_ctx{ctx}"
+        name = f"{group}_decode_B{B}_ctx{ctx}" + (f"_d{d}" if d != 128 else "")
         try:
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
                 ms = time_median(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
@@ -173,6 +173,8 @@ def main():
         run_b("E", (1024, 4096, 16384), (96, 192), 16)
     if "G" in args.only:  # softcap and ALiBi (FlexAttention)
         run_g()
+    if "H" in args.only:  # D at head sizes 192 and 256
+        run_d("H", ((64, 4096), (1, 32768)), (192, 256))
 
 
 if __name__ == "__main__":

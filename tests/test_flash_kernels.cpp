@@ -627,6 +627,10 @@ TEST_CASE("flash kernels: score modifiers on every Hopper head size and layout")
     c.causal = false, c.wl = 100, c.wr = 0;
     c.mm = {{{10, 399}}, {{0, 30}, {50, 90}}, {{100, 180}, {150, 259}}};
     cases.push_back(c);
+    c.name = "decode softcap 50, GQA 16/8, d256 paged 64";
+    c.sq = {1, 1, 1}, c.sk = {700, 2100, 3};
+    c.nh = 16, c.nhk = 8, c.hs = 256, c.page = 64, c.causal = true, c.softcap = 50.f, c.wl = c.wr = -1, c.mm.clear();
+    cases.push_back(c);
   }
   for (const Case& c : cases) check_case(c);
 }
@@ -890,6 +894,10 @@ TEST_CASE("flash kernels: split decode merged in a cluster and through scratch a
   d.sq = {1, 2, 2}, d.sk = lengths(case_rng(), 3, 2, 2500);
   d.nh = 8, d.nhk = 2, d.hs = 64, d.wl = 700, d.wr = 0, d.dtype = FlashDType::F16;
   for (int splits : {3, 7}) agree(d, splits);
+  Case e = c;
+  e.name = "decode d256 gqa 16/8 paged 64";
+  e.nh = 16, e.hs = 256;
+  for (int splits : {4, 11}) agree(e, splits);
   check_case(c);  // the launcher's own split count, against float64
   d.num_splits = 7;
   check_case(d);
@@ -942,6 +950,27 @@ TEST_CASE("flash kernels: decode shape on every K/V layout") {
     c.name = "decode paged 64, window 500, 6 splits";
     c.sk = {3000, 700}, c.dtype = FlashDType::BF16, c.hs = 128, c.nh = 8, c.nhk = 1, c.page = 64;
     c.causal = false, c.wl = 500, c.wr = 0, c.num_splits = 6;
+    cases.push_back(c);
+  }
+  {
+    // head sizes 192 and 256 (the 256-channel decode tiles, Q read from shared memory at
+    // every key tile; 192 reads zeros past its channels)
+    Case c;
+    c.name = "decode paged 64, gqa 16/8, d256";
+    c.sq = {1, 1, 1, 1}, c.sk = lengths(case_rng(), 4, 1, 3000);
+    c.sk[0] = 128, c.sk[1] = 129;
+    c.nh = 16, c.nhk = 8, c.hs = 256, c.page = 64, c.causal = true;
+    cases.push_back(c);
+    c.name = "decode paged 32, gqa 8/2, d256 f16, 5 splits";
+    c.nh = 8, c.nhk = 2, c.page = 32, c.dtype = FlashDType::F16, c.num_splits = 5;
+    cases.push_back(c);
+    c.name = "decode varlen K/V, 2 queries x gqa 8 causal, d192 f16";
+    c.sq = {2, 2, 2}, c.sk = {2, 300, 1000};
+    c.nh = 16, c.nhk = 2, c.hs = 192, c.page = 0, c.num_splits = 0;
+    cases.push_back(c);
+    c.name = "decode batched K/V, gqa 4/1, d256, window 200";
+    c.varlen = false, c.sq = {1, 1, 1}, c.sk = {900, 900, 900};
+    c.nh = 4, c.nhk = 1, c.hs = 256, c.dtype = FlashDType::BF16, c.causal = false, c.wl = 200, c.wr = 0;
     cases.push_back(c);
   }
   for (const Case& c : cases) check_case(c);
@@ -1033,6 +1062,14 @@ TEST_CASE("flash kernels: sanitizer subset") {
     c.sq = {1, 1}, c.sk = {2100, 33};
     c.hs = 128, c.page = 32, c.nh = 4, c.nhk = 1, c.num_splits = 0, c.causal = false, c.wl = 90, c.wr = 0;
     cases.push_back(c);
+    c.name = "san: decode d256 paged 64, 3 splits";
+    c.sk = {700, 65}, c.hs = 256, c.page = 64, c.nh = 8, c.nhk = 4, c.num_splits = 3, c.wl = -1;
+    cases.push_back(c);
+    c.name = "san: decode d192 varlen tails f16";
+    c.sq = {1, 2}, c.sk = {130, 7}, c.hs = 192, c.page = 0, c.nh = 4, c.nhk = 2, c.num_splits = 0;
+    c.dtype = FlashDType::F16;
+    cases.push_back(c);
+    c.dtype = FlashDType::BF16;
     // d512 computes its output in two column chunks: the splits merge in the combine kernel
     // instead of in place
     c.wl = c.wr = -1, c.causal = true, c.num_splits = 3;

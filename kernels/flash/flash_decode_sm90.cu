@@ -48,12 +48,16 @@
 namespace wick::kernels::flash::sm90 {
 namespace {
 
-// D channels (64 or 128), kStages K/V stages. The rows and warps are the sm_80 decode
+// D channels (64, 128 or 256), kStages K/V stages. The rows and warps are the sm_80 decode
 // shape's (DecodeCfg: 16 rows, 4 warps x 16 keys of a 64-key tile), whose epilogue this
-// kernel shares; a fifth warp is the producer.
+// kernel shares; a fifth warp is the producer. Q's mma fragments stay in registers up to
+// D = 128; at D = 256, where O alone takes 128 registers a thread, each key tile reads them
+// from shared memory again (16 more ldmatrix a tile and warp, on a kernel that waits for
+// its K/V anyway).
 template <int D, int kStages_>
 struct DecodeShape {
   static constexpr int kD = D, kStages = kStages_, kBlockN = 64, kRows = 16;
+  static constexpr bool kQInRegs = D <= 128;
   using Cfg = FlashConfig<D, D, 1, 1, 4, kBlockN, kStages, true>;
   static constexpr int kConsumers = Cfg::kThreads;           // 128
   static constexpr int kThreads = kConsumers + 32;           // and the producer warp
@@ -66,6 +70,8 @@ struct DecodeShape {
   static constexpr int kPartOffset = (Cfg::kSmemEpi + 15) / 16 * 16;
   static constexpr int kPartBytes = (kRows * D + kRows) * 4;
   static_assert(kPartOffset + kPartBytes <= kStages * kStageBytes, "the epilogue fits in the stages");
+  // CTAs an SM holds by shared memory (227 KiB), for the register budget of __launch_bounds__
+  static constexpr int kMinBlocks = 2 * (kSmem + 1024) <= 227 * 1024 ? 2 : 1;
 };
 
 // Shared address of element (row, ch) of a swizzled 64-row tile at `tile` (hopper.cuh).
@@ -101,7 +107,7 @@ __device__ __forceinline__ void merge_cluster_partials(const FlashKernelArgs& ar
 }
 
 template <class Sh, class Elem, bool kPaged, bool kGeneral>
-__global__ void __launch_bounds__(Sh::kThreads, Sh::kStages <= 3 ? 2 : 1)
+__global__ void __launch_bounds__(Sh::kThreads, Sh::kMinBlocks)
     decode_kernel(const FlashKernelArgs args, const __grid_constant__ CUtensorMap map_k,
                   const __grid_constant__ CUtensorMap map_v, int piece_shift, bool in_cluster) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -210,9 +216,9 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kStages <= 3 ? 2 : 1)
   cp_async_commit();
   cp_async_wait<0>();
   bar_sync(1, Sh::kConsumers);
-  uint32_t qf[kD / 16][4];
-  {
-    const uint32_t q_lane = smem_addr(sQ + ((lane % 8) + 8 * ((lane / 8) % 2)) * kQStride + 8 * (lane / 16));
+  const uint32_t q_lane = smem_addr(sQ + ((lane % 8) + 8 * ((lane / 8) % 2)) * kQStride + 8 * (lane / 16));
+  uint32_t qf[Sh::kQInRegs ? kD / 16 : 1][4];
+  if constexpr (Sh::kQInRegs) {
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) ldmatrix_x4(qf[ks], q_lane + 2 * 16 * ks);
   }
@@ -245,8 +251,10 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kStages <= 3 ? 2 : 1)
     for (int ks = 0; ks < kD / 16; ++ks) {
       uint32_t bk[4];
       ldmatrix_x4(bk, sk_tile + k_off[ks % 4] + (ks / 4) * kPanel);
-      mma_16816<Elem>(s[0], qf[ks], bk[0], bk[1]);
-      mma_16816<Elem>(s[1], qf[ks], bk[2], bk[3]);
+      uint32_t(&qa)[4] = qf[Sh::kQInRegs ? ks : 0];
+      if constexpr (!Sh::kQInRegs) ldmatrix_x4(qa, q_lane + 2 * 16 * ks);
+      mma_16816<Elem>(s[0], qa, bk[0], bk[1]);
+      mma_16816<Elem>(s[1], qa, bk[2], bk[3]);
     }
     const int t_tile = nb * kBlockN;
     const int t_first = t_tile + 16 * warp + 2 * tq;  // this thread's first key
@@ -459,9 +467,11 @@ bool launch_decode(const FlashFwdParams& p, cudaStream_t st, int splits, int64_t
 
 // Stages: a grid that fills the GPU (no split) runs two CTAs per SM of three stages each; a
 // split grid (at most one CTA per SM) runs one CTA per SM with as many stages as fit (six at
-// D = 128, eight at D = 64), so more of each SM's K/V is in flight.
+// D = 128, eight at D = 64), so more of each SM's K/V is in flight. At D = 256 three stages
+// (192 KiB, as many bytes in flight as two CTAs of D = 128) are all an SM holds: one shape
+// for both.
 template <int D>
-constexpr int kDeepStages = D == 64 ? 8 : 6;
+constexpr int kDeepStages = D == 64 ? 8 : D == 128 ? 6 : 3;
 
 template <int D, class Elem, bool kPaged, bool kGeneral>
 bool run_decode_instance(const FlashFwdParams& p, cudaStream_t st, const DeviceChecks* checks) {
@@ -515,14 +525,16 @@ void set_cluster_merge(bool on) { g_cluster_merge.store(on ? 1 : 0); }
 
 bool decode_covers(const FlashFwdParams& p) {
   const int d = p.head_size;
-  return decode_on() && (d == 64 || d == 96 || d == 128) && (p.block_table == nullptr || p.page_block_size % 32 == 0) &&
+  return decode_on() && (d == 64 || d == 96 || d == 128 || d == 192 || d == 256) &&
+         (p.block_table == nullptr || p.page_block_size % 32 == 0) &&
          (p.dtype == FlashDType::BF16 || WICK_FLASH_WANT_F16);
 }
 
 bool run_decode(const FlashFwdParams& p, void* stream, const DeviceChecks* checks) {
   auto st = static_cast<cudaStream_t>(stream);
   if (p.head_size <= 64) return run_decode_head_size<64>(p, st, checks);
-  return run_decode_head_size<128>(p, st, checks);  // 96: channels 96..127 read as zeros
+  if (p.head_size <= 128) return run_decode_head_size<128>(p, st, checks);  // 96: channels 96..127 read as zeros
+  return run_decode_head_size<256>(p, st, checks);                          // 192: channels 192..255 likewise
 }
 
 }  // namespace wick::kernels::flash::sm90

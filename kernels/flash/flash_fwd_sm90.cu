@@ -8,7 +8,7 @@
 // windows, LSE, and the general logits (softcap, ALiBi, mm-prefix ranges, any softmax scale)
 // in instances of their own when the copy engine can describe the K/V. The sm_80 family
 // keeps: the other head sizes, forced split counts, decode shapes (those at head sizes 64,
-// 96 and 128 go to the Hopper decode, flash_decode_sm90.cu), general logits whose K/V the
+// 96, 128, 192 and 256 go to the Hopper decode, flash_decode_sm90.cu), general logits whose K/V the
 // copy engine cannot describe, inputs without 16-byte rows, and f16 in
 // WICK_FLASH_QUICK builds. It never splits the keys: a call with few query tiles and very
 // long keys runs one CTA per (tile, head, sequence).
