@@ -19,8 +19,9 @@
 //      (B, heads, ctx, d) K/V the cuDNN peer reads; rows of a head are page-stride apart in D
 //   U  D on contiguous K/V (only when named): (B, heads, ctx, d), no block table, the
 //      layout and call the cuDNN peer of D times
-//   H  D's paged decode at head sizes 192 and 256 (only when named): B = 64 ctx 4096 and
-//      B = 1 ctx 32768
+//   H  D's paged decode at head sizes 192 and 256, and at d128 with 4 and 8 queries per
+//      sequence (16 and 32 rows of GQA 4; speculative decoding's check), causal (only when
+//      named): B = 64 ctx 4096 and B = 1 ctx 32768
 //   S  decode split-KV counts (tuning, only when named): B = 1, ctx 512 and 2048, the
 //      launcher's count and forced counts 1, 2, 4, 8, 16; B = 1 ctx 32768, 8 to 33 splits,
 //      and ctx 8192, 16384 and 65536 at the launcher's count;
@@ -300,13 +301,20 @@ double run_prefill(const std::string& name, const Prefill& w) {
 
 // Groups D, P and U: the launcher chooses the split-KV count. Group S (sweep): splits > 0
 // forces it, 0 lets the launcher choose ("auto"). contiguous (U): the batched op's K/V,
-// (B, heads, ctx, d), the same bytes as D's cache.
+// (B, heads, ctx, d), the same bytes as D's cache. sq > 1: that many queries per sequence
+// (as in speculative decoding), the last at the last key, causal (group H).
 void run_decode(int B, int ctx, int splits = 0, bool sweep = false, bool head_major = false, bool contiguous = false,
-                float softcap = 0.f, int d = 128) {
-  const std::string group = sweep ? "S" : contiguous ? "U" : head_major ? "P" : softcap > 0.f ? "G" : d != 128 ? "H" : "D";
+                float softcap = 0.f, int d = 128, int sq = 1) {
+  const std::string group = sweep        ? "S"
+                            : contiguous ? "U"
+                            : head_major ? "P"
+                            : softcap > 0.f ? "G"
+                            : d != 128 || sq > 1 ? "H"
+                                                 : "D";
   const std::string name = group + "_decode_B" + std::to_string(B) + "_ctx" + std::to_string(ctx) +
                            (sweep ? "_splits" + (splits > 0 ? std::to_string(splits) : std::string("auto")) : "") +
-                           (softcap > 0.f ? "_softcap30" : "") + (d != 128 ? "_d" + std::to_string(d) : "");
+                           (softcap > 0.f ? "_softcap30" : "") + (d != 128 ? "_d" + std::to_string(d) : "") +
+                           (sq > 1 ? "_sq" + std::to_string(sq) : "");
   if (!selected(name)) return;
   const int h = 32, hk = 8, page = 64;
   const int cols = ctx / page;
@@ -315,12 +323,13 @@ void run_decode(int B, int ctx, int splits = 0, bool sweep = false, bool head_ma
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), std::mt19937_64(11));
   std::vector<uint32_t> cuq(B + 1), cuk(B + 1);
-  for (int b = 0; b <= B; ++b) cuq[b] = b, cuk[b] = uint32_t(b) * ctx;
+  for (int b = 0; b <= B; ++b) cuq[b] = uint32_t(b) * sq, cuk[b] = uint32_t(b) * ctx;
   const size_t kv_elems = size_t(blocks) * page * hk * d;
-  Dev* q = random_bf16(size_t(B) * h * d, 1);
+  const int64_t rows = int64_t(B) * sq;
+  Dev* q = random_bf16(size_t(rows) * h * d, 1);
   Dev* k = random_bf16(kv_elems, 2);
   Dev* v = random_bf16(kv_elems, 3);
-  Dev out(size_t(B) * h * d * 2), lse(size_t(B) * h * 4), table(perm.size() * 4), cuq_d(cuq.size() * 4),
+  Dev out(size_t(rows) * h * d * 2), lse(size_t(rows) * h * 4), table(perm.size() * 4), cuq_d(cuq.size() * 4),
       cuk_d(cuk.size() * 4);
   CK(cudaMemcpy(table.p, perm.data(), perm.size() * 4, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(cuq_d.p, cuq.data(), cuq.size() * 4, cudaMemcpyHostToDevice));
@@ -331,12 +340,12 @@ void run_decode(int B, int ctx, int splits = 0, bool sweep = false, bool head_ma
   p.batch = B, p.num_heads = h, p.num_heads_k = hk, p.head_size = d;
   p.cu_seqlens_q = static_cast<const uint32_t*>(cuq_d.p);
   p.cu_seqlens_k = static_cast<const uint32_t*>(cuk_d.p);
-  p.max_seqlen_q = 1, p.max_seqlen_k = ctx, p.total_q = B;
+  p.max_seqlen_q = sq, p.max_seqlen_k = ctx, p.total_q = rows;
   p.q_row_stride = p.o_row_stride = int64_t(h) * d, p.q_head_stride = p.o_head_stride = d;
   p.k_row_stride = p.v_row_stride = head_major ? d : int64_t(hk) * d;
   p.k_head_stride = p.v_head_stride = head_major ? int64_t(page) * d : d;
   p.k_batch_stride = p.v_batch_stride = int64_t(page) * hk * d;
-  p.lse_head_stride = B;
+  p.lse_head_stride = rows;
   p.block_table = static_cast<const int32_t*>(table.p);
   p.block_table_batch_stride = cols, p.page_block_size = page, p.num_blocks = blocks;
   p.softmax_scale = 1.f / std::sqrt(float(d));
@@ -494,8 +503,12 @@ int main(int argc, char** argv) {
       run_decode(B, ctx, 0, false, group == 'P', group == 'U');
   }
   if (only.find('H') != std::string::npos)  // decode at the other head sizes of the Hopper decode
-    for (int d : {192, 256})
-      for (auto [B, ctx] : {std::pair{64, 4096}, std::pair{1, 32768}}) run_decode(B, ctx, 0, false, false, false, 0.f, d);
+    for (int d : {192, 256, 128}) {
+      // d128: 8 queries x GQA 4 = 32 rows (the two-row-tile instances), and 4 (16 rows)
+      for (int sq : d == 128 ? std::vector<int>{8, 4} : std::vector<int>{1})
+        for (auto [B, ctx] : {std::pair{64, 4096}, std::pair{1, 32768}})
+          run_decode(B, ctx, 0, false, false, false, 0.f, d, sq);
+    }
   if (only.find('S') != std::string::npos) {  // decode, forced split counts (tuning)
     if (selected("S_empty_kernel")) {  // the harness's floor: one launch of an empty kernel
       const double ms = time_median([](int) { empty_kernel<<<1, 32>>>(); }, 1);

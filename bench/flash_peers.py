@@ -2,8 +2,9 @@
 
 A: torch.nn.attention.varlen.varlen_attn; B: scaled_dot_product_attention with the flash and
 cuDNN backends (E: the same at head sizes 96 and 192, only when named); D: SDPA cuDNN on
-contiguous K/V (enable_gqa; H: the same at head sizes 192 and 256, only when named); G:
-softcap and ALiBi through FlexAttention, compiled (only when named). Times are CUDA-event medians after warm-up; every input set is larger than 3x the L2
+contiguous K/V (enable_gqa; H: the same at head sizes 192 and 256 and with 8 or 4 queries per
+sequence, only when named); G: softcap and ALiBi through FlexAttention, compiled (only when
+named). Times are CUDA-event medians after warm-up; every input set is larger than 3x the L2
 cache. Prints one JSON line per config (and writes them to --json FILE)."""
 import argparse
 import inspect
@@ -129,13 +130,15 @@ def run_g():
             torch.cuda.empty_cache()
 
 
-def run_d(group="D", shapes=((64, 4096), (64, 16384), (128, 8192), (1, 32768)), dims=(128,)):
+def run_d(group="D", shapes=((64, 4096), (64, 16384), (128, 8192), (1, 32768)), dims=(128,), sq=1):
+    """sq > 1: that many queries per sequence, no mask (flash_bench's are causal, bottom-right:
+    each of the sq queries misses at most sq - 1 of the keys)."""
     h, hk = 32, 8
     for d, (B, ctx) in ((d, s) for d in dims for s in shapes):
-        q = rand(B, h, 1, d)
+        q = rand(B, h, sq, d)
         k, v = rand(B, hk, ctx, d), rand(B, hk, ctx, d)
         nbytes = 2.0 * B * hk * ctx * d * 2
-        name = f"{group}_decode_B{B}_ctx{ctx}" + (f"_d{d}" if d != 128 else "")
+        name = f"{group}_decode_B{B}_ctx{ctx}" + (f"_d{d}" if d != 128 else "") + (f"_sq{sq}" if sq > 1 else "")
         try:
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
                 ms = time_median(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
@@ -173,8 +176,10 @@ def main():
         run_b("E", (1024, 4096, 16384), (96, 192), 16)
     if "G" in args.only:  # softcap and ALiBi (FlexAttention)
         run_g()
-    if "H" in args.only:  # D at head sizes 192 and 256
+    if "H" in args.only:  # D at head sizes 192 and 256, and with 8 and 4 queries per sequence
         run_d("H", ((64, 4096), (1, 32768)), (192, 256))
+        for sq in (8, 4):
+            run_d("H", ((64, 4096), (1, 32768)), (128,), sq)
 
 
 if __name__ == "__main__":

@@ -631,6 +631,9 @@ TEST_CASE("flash kernels: score modifiers on every Hopper head size and layout")
     c.sq = {1, 1, 1}, c.sk = {700, 2100, 3};
     c.nh = 16, c.nhk = 8, c.hs = 256, c.page = 64, c.causal = true, c.softcap = 50.f, c.wl = c.wr = -1, c.mm.clear();
     cases.push_back(c);
+    c.name = "decode 4 queries x GQA 8 (32 rows), softcap 20 + alibi, d128 paged 64";
+    c.sq = {4, 4, 4}, c.nh = 16, c.nhk = 2, c.hs = 128, c.softcap = 20.f, c.alibi = true;
+    cases.push_back(c);
   }
   for (const Case& c : cases) check_case(c);
 }
@@ -898,6 +901,9 @@ TEST_CASE("flash kernels: split decode merged in a cluster and through scratch a
   e.name = "decode d256 gqa 16/8 paged 64";
   e.nh = 16, e.hs = 256;
   for (int splits : {4, 11}) agree(e, splits);
+  e.name = "decode 4 queries x gqa 8 (32 rows) paged 64";
+  e.sq = {4, 4, 4, 4}, e.sk[1] = 3, e.nh = 64, e.hs = 128;
+  for (int splits : {3, 11}) agree(e, splits);
   check_case(c);  // the launcher's own split count, against float64
   d.num_splits = 7;
   check_case(d);
@@ -971,6 +977,28 @@ TEST_CASE("flash kernels: decode shape on every K/V layout") {
     c.name = "decode batched K/V, gqa 4/1, d256, window 200";
     c.varlen = false, c.sq = {1, 1, 1}, c.sk = {900, 900, 900};
     c.nh = 4, c.nhk = 1, c.hs = 256, c.dtype = FlashDType::BF16, c.causal = false, c.wl = 200, c.wr = 0;
+    cases.push_back(c);
+  }
+  {
+    // 17 to 32 rows up to head size 128 (two row tiles of 16): a few queries per sequence
+    // times a GQA group, as in speculative decoding's check
+    Case c;
+    c.name = "decode 4 queries x gqa 8 (32 rows) causal, paged 64, d128";
+    c.sq = {4, 4, 4, 4}, c.sk = lengths(case_rng(), 4, 4, 3000);
+    c.sk[0] = 4, c.sk[1] = 64;
+    c.nh = 32, c.nhk = 4, c.hs = 128, c.page = 64, c.causal = true;
+    cases.push_back(c);
+    c.name = "decode 3 queries x gqa 8 (24 rows), 4 splits, paged 32, d96 f16";
+    c.sq = {3, 1, 3}, c.sk = {3, 1000, 2500}, c.hs = 96, c.page = 32, c.num_splits = 4;
+    c.dtype = FlashDType::F16;
+    cases.push_back(c);
+    c.name = "decode 2 queries x gqa 16 (32 rows), varlen d64, window 150";
+    c.sq = {2, 2, 0}, c.sk = {700, 40, 9}, c.nh = 16, c.nhk = 1, c.hs = 64, c.page = 0, c.num_splits = 0;
+    c.dtype = FlashDType::BF16, c.causal = false, c.wl = 150, c.wr = 0;
+    cases.push_back(c);
+    c.name = "decode 5 queries x gqa 4 (20 rows) batched, d128";
+    c.varlen = false, c.sq = {5, 5}, c.sk = {1300, 1300}, c.nh = 8, c.nhk = 2, c.hs = 128, c.wl = -1;
+    c.causal = true;
     cases.push_back(c);
   }
   for (const Case& c : cases) check_case(c);
@@ -1070,6 +1098,15 @@ TEST_CASE("flash kernels: sanitizer subset") {
     c.dtype = FlashDType::F16;
     cases.push_back(c);
     c.dtype = FlashDType::BF16;
+    c.name = "san: decode 32 rows paged 64 d128, 3 splits";
+    c.sq = {4, 3}, c.sk = {600, 3}, c.hs = 128, c.page = 64, c.nh = 16, c.nhk = 2, c.num_splits = 3;
+    c.causal = true;
+    cases.push_back(c);
+    c.name = "san: decode 32 rows varlen d64 window";
+    c.sq = {2, 2}, c.sk = {300, 70}, c.hs = 64, c.page = 0, c.nh = 16, c.nhk = 1, c.num_splits = 0;
+    c.causal = false, c.wl = 40, c.wr = 0;
+    cases.push_back(c);
+    c.wl = c.wr = -1;
     // d512 computes its output in two column chunks: the splits merge in the combine kernel
     // instead of in place
     c.wl = c.wr = -1, c.causal = true, c.num_splits = 3;

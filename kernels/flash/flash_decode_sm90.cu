@@ -1,7 +1,9 @@
 // The Hopper decode (sm_90a): the decode shape of flash_fwd_kernel.cuh (the query heads of
 // a GQA group packed as the rows of one 16-row tile, four warps splitting each 64-key tile)
 // with the K/V tiles brought by the tensor memory accelerator instead of per-thread copies,
-// and split-KV partials merged inside a thread block cluster. A decode call is a K/V stream; in the sm_80 kernel every
+// and split-KV partials merged inside a thread block cluster. Up to head size 128 it also
+// takes 32 rows (two row tiles: a few queries per sequence, as in speculative decoding,
+// times a GQA group of 8). A decode call is a K/V stream; in the sm_80 kernel every
 // thread issues sixteen 16-byte copies per tile with their page lookups and address
 // arithmetic, most of the instructions a warp executes (bench/RESULTS.md). Here one producer
 // lane asks the copy engine for each page piece of the tile and the four consumer warps only
@@ -10,7 +12,8 @@
 // Steps, mapped to the CPU algorithm (ops/attention/cpu.cpp):
 //   0. CTA = (K/V head, sequence, split); the keys its rows can see (contract.h,
 //      visible_keys_of_rows) in whole 64-key tiles, then this split's share of them.
-//   1. Q tile (16 rows) -> shared memory (cp.async) -> registers as mma A fragments.
+//   1. Q tile (16 or 32 rows) -> shared memory (cp.async) -> registers as mma A fragments
+//      (or read from shared memory at every key tile, DecodeShape).
 //   2. producer (warp 4, one lane): for each key tile, once the consumers have freed its
 //      stage (barrier `empty`), one copy per page piece (64 or 32 rows) and 64-channel panel
 //      of K and of V, landing on the stage's barrier `full`. The block-table entries are
@@ -48,17 +51,18 @@
 namespace wick::kernels::flash::sm90 {
 namespace {
 
-// D channels (64, 128 or 256), kStages K/V stages. The rows and warps are the sm_80 decode
-// shape's (DecodeCfg: 16 rows, 4 warps x 16 keys of a 64-key tile), whose epilogue this
-// kernel shares; a fifth warp is the producer. Q's mma fragments stay in registers up to
-// D = 128; at D = 256, where O alone takes 128 registers a thread, each key tile reads them
-// from shared memory again (16 more ldmatrix a tile and warp, on a kernel that waits for
-// its K/V anyway).
-template <int D, int kStages_>
+// D channels (64, 128 or 256), kStages K/V stages, kMT row tiles of 16 (16 or 32 rows: a
+// sequence's query rows times the GQA group). The warps are the sm_80 decode shape's
+// (DecodeCfg: 4 warps x 16 keys of a 64-key tile, every row), whose epilogue this kernel
+// shares; a fifth warp is the producer. Q's mma fragments stay in registers while they and
+// O fit (D x kMT up to 128); otherwise (D = 256, or 32 rows at D = 128, where O alone takes
+// 128 registers a thread) each key tile reads them from shared memory again (16 more
+// ldmatrix a tile and warp, on a kernel that waits for its K/V anyway).
+template <int D, int kStages_, int kMT = 1>
 struct DecodeShape {
-  static constexpr int kD = D, kStages = kStages_, kBlockN = 64, kRows = 16;
-  static constexpr bool kQInRegs = D <= 128;
-  using Cfg = FlashConfig<D, D, 1, 1, 4, kBlockN, kStages, true>;
+  static constexpr int kD = D, kStages = kStages_, kBlockN = 64, kMTiles = kMT, kRows = 16 * kMT;
+  static constexpr bool kQInRegs = D * kMT <= 128;
+  using Cfg = FlashConfig<D, D, 1, kMT, 4, kBlockN, kStages, true>;
   static constexpr int kConsumers = Cfg::kThreads;           // 128
   static constexpr int kThreads = kConsumers + 32;           // and the producer warp
   static constexpr uint32_t kTileBytes = kBlockN * D * 2;    // one swizzled K or V tile
@@ -201,7 +205,9 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kMinBlocks)
     return;
   }
 
-  // the consumers: warp w takes keys 16w .. 16w + 15 of every tile
+  // the consumers: warp w takes keys 16w .. 16w + 15 of every tile, for all kRows rows (kMT
+  // row tiles of 16: each K and V fragment read from shared memory feeds kMT mmas)
+  constexpr int kMT = Sh::kMTiles;
   const int g = lane / 4, tq = lane % 4;
   const int hs = p.head_size;
   // 1. Q: row r is query row r / G of head hk * G + r % G (rows past the end and channels
@@ -216,17 +222,25 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kMinBlocks)
   cp_async_commit();
   cp_async_wait<0>();
   bar_sync(1, Sh::kConsumers);
+  // this lane's ldmatrix row of row tile 0; row tile mt is 16 rows further
   const uint32_t q_lane = smem_addr(sQ + ((lane % 8) + 8 * ((lane / 8) % 2)) * kQStride + 8 * (lane / 16));
-  uint32_t qf[Sh::kQInRegs ? kD / 16 : 1][4];
+  constexpr uint32_t kQTileBytes = 16 * kQStride * 2;
+  uint32_t qf[Sh::kQInRegs ? kMT : 1][Sh::kQInRegs ? kD / 16 : 1][4];
   if constexpr (Sh::kQInRegs) {
 #pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) ldmatrix_x4(qf[ks], q_lane + 2 * 16 * ks);
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int ks = 0; ks < kD / 16; ++ks) ldmatrix_x4(qf[mt][ks], q_lane + mt * kQTileBytes + 2 * 16 * ks);
   }
 
-  float o[1][kD / 8][4];
-  float m_run[1][2] = {{-INFINITY, -INFINITY}}, l_run[1][2] = {{0.f, 0.f}};
+  float o[kMT][kD / 8][4];
+  float m_run[kMT][2], l_run[kMT][2];
 #pragma unroll
-  for (int d = 0; d < kD / 8; ++d) o[0][d][0] = o[0][d][1] = o[0][d][2] = o[0][d][3] = 0.f;
+  for (int mt = 0; mt < kMT; ++mt) {
+    m_run[mt][0] = m_run[mt][1] = -INFINITY, l_run[mt][0] = l_run[mt][1] = 0.f;
+#pragma unroll
+    for (int d = 0; d < kD / 8; ++d) o[mt][d][0] = o[mt][d][1] = o[mt][d][2] = o[mt][d][3] = 0.f;
+  }
   const float sc = kGeneral ? 1.f : p.softmax_scale * kLog2e;  // general logits are in log2 units
   // ldmatrix rows of this lane: K (key kr, channels + 8 for lanes 8-15 and 24-31) and V
   // (key vr, channels + 8 for lanes 16-31). In the swizzled tile, 16-channel step ks of a
@@ -245,84 +259,102 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kMinBlocks)
   for (int nb = nb_begin; nb < nb_end; ++nb) {
     mbar_wait(full + 8 * stage, phase);
     const uint32_t sk_tile = base + stage * kStageBytes, sv_tile = sk_tile + kTileBytes;
-    // a. S = Q K^T for the warp's 16 keys (two 8-key n-blocks)
-    float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+    // a. S = Q K^T for the warp's 16 keys (two 8-key n-blocks) and every row tile
+    float s[kMT][2][4];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[mt][0][e] = s[mt][1][e] = 0.f;
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
       uint32_t bk[4];
       ldmatrix_x4(bk, sk_tile + k_off[ks % 4] + (ks / 4) * kPanel);
-      uint32_t(&qa)[4] = qf[Sh::kQInRegs ? ks : 0];
-      if constexpr (!Sh::kQInRegs) ldmatrix_x4(qa, q_lane + 2 * 16 * ks);
-      mma_16816<Elem>(s[0], qa, bk[0], bk[1]);
-      mma_16816<Elem>(s[1], qa, bk[2], bk[3]);
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        uint32_t(&qa)[4] = qf[Sh::kQInRegs ? mt : 0][Sh::kQInRegs ? ks : 0];
+        if constexpr (!Sh::kQInRegs) ldmatrix_x4(qa, q_lane + mt * kQTileBytes + 2 * 16 * ks);
+        mma_16816<Elem>(s[mt][0], qa, bk[0], bk[1]);
+        mma_16816<Elem>(s[mt][1], qa, bk[2], bk[3]);
+      }
     }
     const int t_tile = nb * kBlockN;
     const int t_first = t_tile + 16 * warp + 2 * tq;  // this thread's first key
+    // this thread's rows: 16 mt + g + 8 rr (a row past the last real one acts as the last)
+    auto row_of = [&](int mt, int rr) { return min(16 * mt + g + 8 * rr, rows - 1); };
     if constexpr (kGeneral) {
       // softcap / ALiBi / any scale: the contract's logits in log2 units (flash_common.cuh);
       // each row has its own head, so its own ALiBi slope
 #pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        const int r = min(g + 8 * rr, rows - 1);
-        const GeneralLogit lg(p, alibi_slope(p, hk * G + r % G));
-        const float dist0 = static_cast<float>(r / G + off - t_first);
+      for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-        for (int j = 0; j < 2; ++j)
+        for (int rr = 0; rr < 2; ++rr) {
+          const int r = row_of(mt, rr);
+          const GeneralLogit lg(p, alibi_slope(p, hk * G + r % G));
+          const float dist0 = static_cast<float>(r / G + off - t_first);
 #pragma unroll
-          for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
-            const float dist = dist0 - static_cast<float>(8 * j + (e % 2));
-            s[j][e] = lg.has_cap ? lg.capped(s[j][e], dist) : lg.uncapped(s[j][e], dist);
-          }
-      }
+          for (int j = 0; j < 2; ++j)
+#pragma unroll
+            for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
+              const float dist = dist0 - static_cast<float>(8 * j + (e % 2));
+              s[mt][j][e] = lg.has_cap ? lg.capped(s[mt][j][e], dist) : lg.uncapped(s[mt][j][e], dist);
+            }
+        }
     }
     if (t_tile < unmasked.begin || t_tile + kBlockN > unmasked.end) {
       // causal / sliding window / keys past sk: a row's visible keys are one interval, and
       // with mm-prefix ranges (general instances) a second one (mm_keys_of_row)
 #pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+          const int r = row_of(mt, rr);
+          const Range<int> window = window_keys<int>(p, r / G + off, sb.sk);
+          const Range<int> shared = kGeneral ? mm_keys_of_row<int>(p, b, r / G + off, sb.sk) : Range<int>{0, 0};
+          const int lo = window.begin - t_first, hi = window.end - t_first;
+          const int mlo = shared.begin - t_first, mhi = shared.end - t_first;
+#pragma unroll
+          for (int j = 0; j < 2; ++j)
+#pragma unroll
+            for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
+              const int dt = 8 * j + (e % 2);
+              if ((dt < lo || dt >= hi) && (!kGeneral || dt < mlo || dt >= mhi)) s[mt][j][e] = -INFINITY;
+            }
+        }
+    }
+    // b, c. online softmax of rows 16 mt + g and 16 mt + g + 8 over the warp's keys
+    float corr[kMT][2];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
-        const int r = min(g + 8 * rr, rows - 1);
-        const Range<int> window = window_keys<int>(p, r / G + off, sb.sk);
-        const Range<int> shared = kGeneral ? mm_keys_of_row<int>(p, b, r / G + off, sb.sk) : Range<int>{0, 0};
-        const int lo = window.begin - t_first, hi = window.end - t_first;
-        const int mlo = shared.begin - t_first, mhi = shared.end - t_first;
+        float mx = fmaxf(fmaxf(s[mt][0][2 * rr], s[mt][0][2 * rr + 1]), fmaxf(s[mt][1][2 * rr], s[mt][1][2 * rr + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m_run[mt][rr], mx);
+        const float ms = m_new == -INFINITY ? 0.f : m_new * sc;
+        corr[mt][rr] = m_run[mt][rr] == -INFINITY ? 0.f : fast_exp2(m_run[mt][rr] * sc - ms);
+        m_run[mt][rr] = m_new;
+        float sum = 0.f;
 #pragma unroll
         for (int j = 0; j < 2; ++j)
 #pragma unroll
           for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
-            const int dt = 8 * j + (e % 2);
-            if ((dt < lo || dt >= hi) && (!kGeneral || dt < mlo || dt >= mhi)) s[j][e] = -INFINITY;
+            const float pe = fast_exp2(fmaf(s[mt][j][e], sc, -ms));
+            s[mt][j][e] = pe;
+            sum += pe;
           }
+        l_run[mt][rr] = l_run[mt][rr] * corr[mt][rr] + sum;
       }
-    }
-    // b, c. online softmax of rows g and g + 8 over the warp's keys
-    float corr[2];
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      float mx = fmaxf(fmaxf(s[0][2 * rr], s[0][2 * rr + 1]), fmaxf(s[1][2 * rr], s[1][2 * rr + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m_run[0][rr], mx);
-      const float ms = m_new == -INFINITY ? 0.f : m_new * sc;
-      corr[rr] = m_run[0][rr] == -INFINITY ? 0.f : fast_exp2(m_run[0][rr] * sc - ms);
-      m_run[0][rr] = m_new;
-      float sum = 0.f;
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
-          const float pe = fast_exp2(fmaf(s[j][e], sc, -ms));
-          s[j][e] = pe;
-          sum += pe;
-        }
-      l_run[0][rr] = l_run[0][rr] * corr[rr] + sum;
-    }
     // O rescaled only when some row of the warp has a new maximum (corr is exactly 1 for
     // the others): after the first tiles of a long sequence most tiles raise none
-    if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
 #pragma unroll
-      for (int d = 0; d < kD / 8; ++d)
+    for (int mt = 0; mt < kMT; ++mt) {
+      if (__any_sync(0xffffffffu, corr[mt][0] != 1.f || corr[mt][1] != 1.f)) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) o[0][d][e] *= corr[e / 2];
+        for (int d = 0; d < kD / 8; ++d)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[mt][d][e] *= corr[mt][e / 2];
+      }
     }
     // V rows of this warp's keys at or past sk: zeros before the product
     const int first_past = sb.sk - (t_tile + 16 * warp);
@@ -334,18 +366,25 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kMinBlocks)
       fence_proxy_async();  // ordered before the copy engine's next write of this stage
       __syncwarp();
     }
-    // d. O += P V: P from the S accumulators as one A fragment (16 rows x 16 keys)
-    uint32_t a[4];
-    a[0] = pack2<Elem>(s[0][0], s[0][1]);
-    a[1] = pack2<Elem>(s[0][2], s[0][3]);
-    a[2] = pack2<Elem>(s[1][0], s[1][1]);
-    a[3] = pack2<Elem>(s[1][2], s[1][3]);
+    // d. O += P V: P of each row tile from its S accumulators as one A fragment (16 rows x
+    //    16 keys)
+    uint32_t a[kMT][4];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      a[mt][0] = pack2<Elem>(s[mt][0][0], s[mt][0][1]);
+      a[mt][1] = pack2<Elem>(s[mt][0][2], s[mt][0][3]);
+      a[mt][2] = pack2<Elem>(s[mt][1][0], s[mt][1][1]);
+      a[mt][3] = pack2<Elem>(s[mt][1][2], s[mt][1][3]);
+    }
 #pragma unroll
     for (int dp = 0; dp < kD / 16; ++dp) {
       uint32_t bv[4];
       ldmatrix_x4_trans(bv, sv_tile + v_off[dp % 4] + (dp / 4) * kPanel);
-      mma_16816<Elem>(o[0][2 * dp], a, bv[0], bv[1]);
-      mma_16816<Elem>(o[0][2 * dp + 1], a, bv[2], bv[3]);
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        mma_16816<Elem>(o[mt][2 * dp], a[mt], bv[0], bv[1]);
+        mma_16816<Elem>(o[mt][2 * dp + 1], a[mt], bv[2], bv[3]);
+      }
     }
     __syncwarp();  // every lane's reads of the stage are done
     if (lane == 0) mbar_arrive(empty + 8 * stage);
@@ -473,10 +512,12 @@ bool launch_decode(const FlashFwdParams& p, cudaStream_t st, int splits, int64_t
 template <int D>
 constexpr int kDeepStages = D == 64 ? 8 : D == 128 ? 6 : 3;
 
-template <int D, class Elem, bool kPaged, bool kGeneral>
+template <int D, class Elem, bool kPaged, bool kGeneral, int kMT>
 bool run_decode_instance(const FlashFwdParams& p, cudaStream_t st, const DeviceChecks* checks) {
-  using Wide = DecodeShape<D, 3>;
-  using Deep = DecodeShape<D, kDeepStages<D>>;
+  // 32 rows: one shape, the deep one (two CTAs per SM would leave 200 registers a thread,
+  // and these instances spilled there)
+  using Wide = DecodeShape<D, kMT == 1 ? 3 : kDeepStages<D>, kMT>;
+  using Deep = DecodeShape<D, kDeepStages<D>, kMT>;
   const int max_sk = p.cu_seqlens_k ? p.max_seqlen_k : p.seqlen_k;
   const int64_t tiles = static_cast<int64_t>(p.batch) * p.num_heads_k;
   if (tiles <= 0 || tiles > 0x7fffffff) return false;
@@ -498,12 +539,25 @@ bool run_decode_instance(const FlashFwdParams& p, cudaStream_t st, const DeviceC
   return launch_decode<Wide, Elem, kPaged, kGeneral>(p, st, splits, res.slots, checks);
 }
 
+// The rows of the call's tiles: the longest sequence's query rows times the GQA group.
+int64_t decode_rows(const FlashFwdParams& p) {
+  const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
+  return static_cast<int64_t>(max_sq) * (p.num_heads / p.num_heads_k);
+}
+
 // General logits (softcap, ALiBi, mm-prefix ranges, any scale) run instances of their own,
-// so the plain ones keep their registers and code.
+// so the plain ones keep their registers and code. More than 16 rows (up to 32, D <= 128)
+// take the two-row-tile instances.
 template <int D, class Elem, bool kPaged>
 bool run_decode_layout(const FlashFwdParams& p, cudaStream_t st, const DeviceChecks* checks) {
-  return has_general_logits(p) ? run_decode_instance<D, Elem, kPaged, true>(p, st, checks)
-                               : run_decode_instance<D, Elem, kPaged, false>(p, st, checks);
+  const bool general = has_general_logits(p);
+  if constexpr (D <= 128) {
+    if (decode_rows(p) > 16)
+      return general ? run_decode_instance<D, Elem, kPaged, true, 2>(p, st, checks)
+                     : run_decode_instance<D, Elem, kPaged, false, 2>(p, st, checks);
+  }
+  return general ? run_decode_instance<D, Elem, kPaged, true, 1>(p, st, checks)
+                 : run_decode_instance<D, Elem, kPaged, false, 1>(p, st, checks);
 }
 
 template <int D>
@@ -525,7 +579,9 @@ void set_cluster_merge(bool on) { g_cluster_merge.store(on ? 1 : 0); }
 
 bool decode_covers(const FlashFwdParams& p) {
   const int d = p.head_size;
+  const int64_t rows = decode_rows(p);
   return decode_on() && (d == 64 || d == 96 || d == 128 || d == 192 || d == 256) &&
+         (rows <= 16 || (rows <= 32 && d <= 128)) &&
          (p.block_table == nullptr || p.page_block_size % 32 == 0) &&
          (p.dtype == FlashDType::BF16 || WICK_FLASH_WANT_F16);
 }

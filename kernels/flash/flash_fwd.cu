@@ -99,8 +99,8 @@ void flash_fwd(const FlashFwdParams& p, void* stream, const DeviceChecks* checks
   const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
   const bool decode_shape = static_cast<int64_t>(max_sq) * (p.num_heads / p.num_heads_k) <= kDecodeRows;
 #if WICK_FLASH_SM90
-  if (decode_shape && flash::sm90::decode_covers(p) && flash::sm90::available() &&
-      flash::sm90::run_decode(p, stream, checks))
+  // the Hopper decode takes up to 32 rows (decode_covers)
+  if (flash::sm90::decode_covers(p) && flash::sm90::available() && flash::sm90::run_decode(p, stream, checks))
     return;
   if (!decode_shape && flash::sm90::covers(p) && flash::sm90::available()) {
     check_first();

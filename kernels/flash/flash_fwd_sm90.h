@@ -20,9 +20,10 @@ bool available();
 bool run(const FlashFwdParams& params, void* stream);
 
 // The Hopper decode (flash_decode_sm90.cu): the decode shape (every sequence's query rows
-// times the GQA group fit 16 rows) at head sizes 64, 96, 128, 192 and 256, K/V paged in
-// pages of a multiple of 32 rows or not, every score modifier (the general ones in instances
-// of their own); false with WICK_FLASH_SM90_DECODE=0. The caller checked vector_friendly and available().
+// times the GQA group fit 16 rows; 32 at head sizes up to 128) at head sizes 64, 96, 128,
+// 192 and 256, K/V paged in pages of a multiple of 32 rows or not, every score modifier (the
+// general ones in instances of their own); false with WICK_FLASH_SM90_DECODE=0. The caller
+// checked vector_friendly and available().
 bool decode_covers(const FlashFwdParams& params);
 // Launches it on `stream` with the call's value checks (validate.h; null: none). False
 // (nothing launched, no check run) when the copy engine cannot describe K/V or split
