@@ -4,7 +4,9 @@
 //   bench_attention_op [--json FILE] [--iters N] [--filter NAME_SUBSTRING]
 // Decode (group D of flash_bench): flash_attn_varlen_paged_windowed, one query per
 //   sequence, GQA 32/8, d128, page 64, shuffled block table, causal; (B, ctx) =
-//   (1, 512), (1, 32768), (8, 4096), (64, 4096); rate = K+V bytes read / time.
+//   (1, 512), (1, 32768), (8, 4096), (64, 4096); rate = K+V bytes read / time. Beside them
+//   (group H): head size 256, and 8 queries per sequence (32 rows of GQA 4) at d128, at
+//   (1, 32768) and (64, 4096).
 // Prefill (group A): flash_attn_varlen over 32 sequences of U[128, 4096] tokens, d128 h16,
 //   causal; TFLOP/s with flash_bench's FLOP count.
 // Batched prefill (group B at d128 and d256): flash_attn over 16k tokens in sequences of 1k,
@@ -77,25 +79,31 @@ double us_per_call(const Device& dev, F&& call, int iters = g_iters) {
   return rounds[rounds.size() / 2];
 }
 
-void decode(const Device& dev, size_t B, size_t ctx) {
-  const size_t h = 32, hk = 8, d = 128, page = 64;
+// Paged decode, GQA 32/8, page 64, shuffled block table; d channels, nq queries per sequence
+// (causal: the last sees every key; nq > 1 as when speculative decoding checks drafts).
+std::string decode_name(size_t B, size_t ctx, size_t d = 128, size_t nq = 1) {
+  return "op_decode_B" + std::to_string(B) + "_ctx" + std::to_string(ctx) + (d != 128 ? "_d" + std::to_string(d) : "") +
+         (nq > 1 ? "_sq" + std::to_string(nq) : "");
+}
+void decode(const Device& dev, size_t B, size_t ctx, size_t d = 128, size_t nq = 1) {
+  const size_t h = 32, hk = 8, page = 64;
   const size_t pages = (ctx + page - 1) / page, blocks = B * pages;
   std::vector<int32_t> table(blocks);
   std::iota(table.begin(), table.end(), 0);
   std::shuffle(table.begin(), table.end(), std::mt19937_64(7));
   std::vector<uint32_t> cu_q(B + 1), cu_k(B + 1);
-  for (size_t b = 0; b <= B; ++b) cu_q[b] = static_cast<uint32_t>(b), cu_k[b] = static_cast<uint32_t>(b * ctx);
-  const Tensor q = Tensor::randn({B, h, d}, DType::BF16, dev, 1);
+  for (size_t b = 0; b <= B; ++b) cu_q[b] = static_cast<uint32_t>(b * nq), cu_k[b] = static_cast<uint32_t>(b * ctx);
+  const Tensor q = Tensor::randn({B * nq, h, d}, DType::BF16, dev, 1);
   const Tensor k = Tensor::randn({blocks, page, hk, d}, DType::BF16, dev, 2);
   const Tensor v = Tensor::randn({blocks, page, hk, d}, DType::BF16, dev, 3);
   const Tensor bt = Tensor::from_vec(table, Shape{B, pages}, dev);
   const Tensor sq = Tensor::from_vec(cu_q, Shape{B + 1}, dev), sk = Tensor::from_vec(cu_k, Shape{B + 1}, dev);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const double us = us_per_call(dev, [&] {
-    flash_attn_varlen_paged_windowed(q, k, v, sq, sk, bt, nullptr, 1, ctx, scale, std::nullopt, 0, page, std::nullopt);
+    flash_attn_varlen_paged_windowed(q, k, v, sq, sk, bt, nullptr, nq, ctx, scale, std::nullopt, 0, page, std::nullopt);
   });
   const double bytes = 2.0 * B * ctx * hk * d * 2;
-  emit("op_decode_B" + std::to_string(B) + "_ctx" + std::to_string(ctx), us, "tbps", bytes / (us * 1e-6) / 1e12);
+  emit(decode_name(B, ctx, d, nq), us, "tbps", bytes / (us * 1e-6) / 1e12);
 }
 
 void prefill(const Device& dev) {
@@ -256,7 +264,11 @@ int main(int argc, char** argv) {
   }
   const Device dev = Device::cuda(0);
   for (auto [B, ctx] : {std::pair<size_t, size_t>{1, 512}, {1, 32768}, {8, 4096}, {64, 4096}})
-    if (want("op_decode_B" + std::to_string(B) + "_ctx" + std::to_string(ctx))) decode(dev, B, ctx);
+    if (want(decode_name(B, ctx))) decode(dev, B, ctx);
+  // head size 256, and 8 queries per sequence (32 rows of GQA 4)
+  for (auto [d, nq] : {std::pair<size_t, size_t>{256, 1}, {128, 8}})
+    for (auto [B, ctx] : {std::pair<size_t, size_t>{1, 32768}, {64, 4096}})
+      if (want(decode_name(B, ctx, d, nq))) decode(dev, B, ctx, d, nq);
   if (want("op_prefill_A_varlen_d128_h16_causal")) prefill(dev);
   for (size_t d : {128, 256})
     for (size_t S : {1024, 4096, 16384}) {

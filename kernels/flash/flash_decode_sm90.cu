@@ -323,28 +323,7 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kMinBlocks)
     }
     // b, c. online softmax of rows 16 mt + g and 16 mt + g + 8 over the warp's keys
     float corr[kMT][2];
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        float mx = fmaxf(fmaxf(s[mt][0][2 * rr], s[mt][0][2 * rr + 1]), fmaxf(s[mt][1][2 * rr], s[mt][1][2 * rr + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = fmaxf(m_run[mt][rr], mx);
-        const float ms = m_new == -INFINITY ? 0.f : m_new * sc;
-        corr[mt][rr] = m_run[mt][rr] == -INFINITY ? 0.f : fast_exp2(m_run[mt][rr] * sc - ms);
-        m_run[mt][rr] = m_new;
-        float sum = 0.f;
-#pragma unroll
-        for (int j = 0; j < 2; ++j)
-#pragma unroll
-          for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
-            const float pe = fast_exp2(fmaf(s[mt][j][e], sc, -ms));
-            s[mt][j][e] = pe;
-            sum += pe;
-          }
-        l_run[mt][rr] = l_run[mt][rr] * corr[mt][rr] + sum;
-      }
+    online_softmax_rows<kMT, 2>(s, m_run, l_run, sc, corr);
     // O rescaled only when some row of the warp has a new maximum (corr is exactly 1 for
     // the others): after the first tiles of a long sequence most tiles raise none
 #pragma unroll

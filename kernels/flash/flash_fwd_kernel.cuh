@@ -160,6 +160,42 @@ __device__ __forceinline__ void load_tile(uint32_t dst, const Elem* src, const T
   }
 }
 
+// b, c. online softmax of the rows a thread holds, in the mma accumulators' layout: s[mt][j]
+//    is row tile mt's 8-key n-block j, e = 0, 1 on row g and e = 2, 3 on row g + 8 (g =
+//    lane / 4; the four lanes of a quad hold a row's keys). Scores in, P = exp2(s * sc - m *
+//    sc) out in place; each row's running maximum m (unscaled) and sum l updated, and the
+//    factor O must be rescaled by in corr (0 while a row has seen no key).
+template <int kMT, int kNB>
+__device__ __forceinline__ void online_softmax_rows(float (&s)[kMT][kNB][4], float (&m_run)[kMT][2],
+                                                    float (&l_run)[kMT][2], float sc, float (&corr)[kMT][2]) {
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < kNB; ++j) mx = fmaxf(mx, fmaxf(s[mt][j][2 * rr], s[mt][j][2 * rr + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m_run[mt][rr], mx);
+      const float ms = m_new == -INFINITY ? 0.f : m_new * sc;
+      corr[mt][rr] = m_run[mt][rr] == -INFINITY ? 0.f : fast_exp2(m_run[mt][rr] * sc - ms);
+      m_run[mt][rr] = m_new;
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < kNB; ++j) {
+#pragma unroll
+        for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
+          const float pe = fast_exp2(fmaf(s[mt][j][e], sc, -ms));
+          s[mt][j][e] = pe;
+          sum += pe;
+        }
+      }
+      l_run[mt][rr] = l_run[mt][rr] * corr[mt][rr] + sum;
+    }
+  }
+}
+
 // call_faulted for a kernel that runs the checks itself: after the wait for the kernel before,
 // the CTA checks every index value of the call (the same cells in every CTA, so every CTA
 // reaches the same verdict), and the first CTA writes the verdict (for the backward) and
@@ -571,32 +607,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_kernel(const FlashKer
       //    a loop of their own (1.01-1.04x at d64 on the H200 against rescaling inside the
       //    row loop)
       float corr[kMT][2];
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
-#pragma unroll
-        for (int rr = 0; rr < 2; ++rr) {
-          float mx = -INFINITY;
-#pragma unroll
-          for (int j = 0; j < kWN / 8; ++j) mx = fmaxf(mx, fmaxf(s[mt][j][2 * rr], s[mt][j][2 * rr + 1]));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-          const float m_new = fmaxf(m_run[mt][rr], mx);
-          const float ms = m_new == -INFINITY ? 0.f : m_new * sc;
-          corr[mt][rr] = m_run[mt][rr] == -INFINITY ? 0.f : fast_exp2(m_run[mt][rr] * sc - ms);
-          m_run[mt][rr] = m_new;
-          float sum = 0.f;
-#pragma unroll
-          for (int j = 0; j < kWN / 8; ++j) {
-#pragma unroll
-            for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
-              const float pe = fast_exp2(fmaf(s[mt][j][e], sc, -ms));
-              s[mt][j][e] = pe;
-              sum += pe;
-            }
-          }
-          l_run[mt][rr] = l_run[mt][rr] * corr[mt][rr] + sum;
-        }
-      }
+      online_softmax_rows<kMT, kWN / 8>(s, m_run, l_run, sc, corr);
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
