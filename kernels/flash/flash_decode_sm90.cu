@@ -450,7 +450,7 @@ bool launch_decode(const FlashFwdParams& p, cudaStream_t st, int splits, int64_t
                    const DeviceChecks* checks) {
   const int piece_shift = paged_piece_shift(p, Sh::kBlockN);
   CUtensorMap map_k, map_v;
-  if (!make_kv_maps(p, Sh::kBlockN, piece_shift, map_k, map_v)) return false;
+  if (!make_kv_maps(p, Sh::kBlockN, piece_shift, true, map_k, map_v)) return false;
   auto kernel = decode_kernel<Sh, Elem, kPaged, kGeneral>;
   static bool smem_set[kSmemLimitDevices] = {};
   raise_smem_limit_once(kernel, Sh::kSmem, smem_set);

@@ -1024,7 +1024,7 @@ template <class Sh, class Elem, bool kPaged, bool kGeneral = false>
 bool launch_tma(const FlashFwdParams& p, cudaStream_t st) {
   const int piece_shift = paged_piece_shift(p, Sh::kBlockN);
   CUtensorMap map_k, map_v;
-  if (!make_kv_maps(p, Sh::kBlockN, piece_shift, map_k, map_v)) return false;
+  if (!make_kv_maps(p, Sh::kBlockN, piece_shift, false, map_k, map_v)) return false;
   // Persistent: one CTA per SM (the kernel's shared memory allows no second) walks the
   // tiles; with WICK_FLASH_SM90_PERSISTENT=0 one CTA per tile. On the H200 the walk measured
   // 0.98-1.14x the per-tile launch (geometric mean 1.02x over flash_bench's A, B, C).

@@ -15,11 +15,12 @@ namespace wick::kernels::flash {
 // Describes a tensor of 16-bit elements with extents dims[0..3] (dims[0] innermost and
 // contiguous) and byte strides strides[0..2] of dims 1..3, read in boxes of box[0..3]
 // elements into shared memory with the 128-byte swizzle (box[0] * 2 must be 128), zeros
-// outside the extents. False when the driver has no encoder or refuses the description
+// outside the extents; `l2_fill`: the size of the L2's fills for what a box row misses.
+// False when the driver has no encoder or refuses the description
 // (strides not multiples of 16 bytes, extents past 2^32, a misaligned base): the caller
 // then takes a path that does not use the copy engine.
 inline bool encode_map_4d(CUtensorMap& map, const void* base, const uint64_t dims[4], const uint64_t strides[3],
-                          const uint32_t box[4]) {
+                          const uint32_t box[4], CUtensorMapL2promotion l2_fill) {
   using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                               const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                               CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
@@ -36,7 +37,7 @@ inline bool encode_map_4d(CUtensorMap& map, const void* base, const uint64_t dim
   if (encode == nullptr) return false;
   const cuuint32_t unit[4] = {1, 1, 1, 1};
   return encode(&map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, const_cast<void*>(base), dims, strides, box, unit,
-                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, l2_fill,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
@@ -55,7 +56,14 @@ inline int paged_piece_shift(const FlashFwdParams& p, int block_n) {
 // paged K/V are num_blocks blocks of page_block_size rows. False when a call cannot be
 // described (coordinates are 32-bit; strides multiples of 16 bytes): the caller takes a path
 // without the copy engine.
-inline bool make_kv_maps(const FlashFwdParams& p, int block_n, int piece_shift, CUtensorMap& map_k,
+// `once`: each K/V byte is read once per call (the decode). Its L2 fills are 128 bytes, a
+// box row: on the H200 (bench/RESULTS.md, 2026-12-03 16:10-16:20) the paged decode streamed
+// K/V 4-7% faster than with 256-byte fills (B = 64 ctx 4096 4.32 against 4.11 TB/s, B = 128
+// ctx 8192 4.42 against 4.14, B = 1 ctx 32768 3.35-3.37 against 3.19-3.23); 64-byte fills
+// and none measured the same as 128. The prefill reads each K/V tile for many query tiles
+// and keeps 256-byte fills: with 128 its S4k d256 causal calls ran 5% slower, the others
+// within 1%.
+inline bool make_kv_maps(const FlashFwdParams& p, int block_n, int piece_shift, bool once, CUtensorMap& map_k,
                          CUtensorMap& map_v) {
   const bool paged = p.block_table != nullptr, varlen = p.cu_seqlens_k != nullptr;
   const int64_t rows = paged ? p.page_block_size : varlen ? p.kv_rows : p.seqlen_k;
@@ -69,7 +77,9 @@ inline bool make_kv_maps(const FlashFwdParams& p, int block_n, int piece_shift, 
                               static_cast<uint64_t>(p.num_heads_k), static_cast<uint64_t>(outer)};
     const uint64_t strides[3] = {static_cast<uint64_t>(row) * 2, static_cast<uint64_t>(head) * 2,
                                  static_cast<uint64_t>(batch) * 2};
-    return row > 0 && head > 0 && batch > 0 && encode_map_4d(map, ptr, dims, strides, box);
+    return row > 0 && head > 0 && batch > 0 &&
+           encode_map_4d(map, ptr, dims, strides, box,
+                         once ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B : CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
   };
   return one(map_k, p.k, p.k_row_stride, p.k_head_stride, p.k_batch_stride) &&
          one(map_v, p.v, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
