@@ -518,12 +518,6 @@ bool run_decode_instance(const FlashFwdParams& p, cudaStream_t st, const DeviceC
   return launch_decode<Wide, Elem, kPaged, kGeneral>(p, st, splits, res.slots, checks);
 }
 
-// The rows of the call's tiles: the longest sequence's query rows times the GQA group.
-int64_t decode_rows(const FlashFwdParams& p) {
-  const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
-  return static_cast<int64_t>(max_sq) * (p.num_heads / p.num_heads_k);
-}
-
 // General logits (softcap, ALiBi, mm-prefix ranges, any scale) run instances of their own,
 // so the plain ones keep their registers and code. More than 16 rows (up to 32, D <= 128)
 // take the two-row-tile instances.

@@ -96,8 +96,7 @@ void flash_fwd(const FlashFwdParams& p, void* stream, const DeviceChecks* checks
     flash_fwd_naive(p, stream);
     return;
   }
-  const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
-  const bool decode_shape = static_cast<int64_t>(max_sq) * (p.num_heads / p.num_heads_k) <= kDecodeRows;
+  const bool decode_shape = flash::decode_rows(p) <= kDecodeRows;
 #if WICK_FLASH_SM90
   // the Hopper decode takes up to 32 rows (decode_covers)
   if (flash::sm90::decode_covers(p) && flash::sm90::available() && flash::sm90::run_decode(p, stream, checks))

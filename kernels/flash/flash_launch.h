@@ -1,6 +1,7 @@
 // Host-side entry of one compiled head-size instance (defined in flash_launch.cuh,
 // instantiated by kernels/flash/flash_fwd_hdim<D>.cu as kernels/flash/flash_instances.h lists).
 #pragma once
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -13,6 +14,13 @@ namespace wick::kernels::flash {
 inline bool not_switched_off(const char* name) {
   const char* v = std::getenv(name);
   return !(v && std::strcmp(v, "0") == 0);
+}
+
+// The rows of a decode tile for this call: the longest sequence's query rows times the GQA
+// group (the group's query heads packed as rows).
+inline int64_t decode_rows(const FlashFwdParams& p) {
+  const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
+  return static_cast<int64_t>(max_sq) * (p.num_heads / p.num_heads_k);
 }
 
 // Runs the tensor-core forward on head-size instance D (D >= params.head_size).
