@@ -502,13 +502,11 @@ int main(int argc, char** argv) {
     for (auto [B, ctx] : {std::pair{64, 4096}, std::pair{64, 16384}, std::pair{128, 8192}, std::pair{1, 32768}})
       run_decode(B, ctx, 0, false, group == 'P', group == 'U');
   }
-  if (only.find('H') != std::string::npos)  // decode at the other head sizes of the Hopper decode
-    for (int d : {192, 256, 128}) {
-      // d128: 8 queries x GQA 4 = 32 rows (the two-row-tile instances), and 4 (16 rows)
-      for (int sq : d == 128 ? std::vector<int>{8, 4} : std::vector<int>{1})
-        for (auto [B, ctx] : {std::pair{64, 4096}, std::pair{1, 32768}})
-          run_decode(B, ctx, 0, false, false, false, 0.f, d, sq);
-    }
+  // decode at the other head sizes of the Hopper decode, and at d128 with 8 queries x GQA 4 =
+  // 32 rows (the two-row-tile instances) and 4 (16 rows)
+  if (only.find('H') != std::string::npos)
+    for (auto [d, sq] : {std::pair{192, 1}, std::pair{256, 1}, std::pair{128, 8}, std::pair{128, 4}})
+      for (auto [B, ctx] : {std::pair{64, 4096}, std::pair{1, 32768}}) run_decode(B, ctx, 0, false, false, false, 0.f, d, sq);
   if (only.find('S') != std::string::npos) {  // decode, forced split counts (tuning)
     if (selected("S_empty_kernel")) {  // the harness's floor: one launch of an empty kernel
       const double ms = time_median([](int) { empty_kernel<<<1, 32>>>(); }, 1);

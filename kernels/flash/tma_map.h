@@ -16,9 +16,9 @@ namespace wick::kernels::flash {
 // contiguous) and byte strides strides[0..2] of dims 1..3, read in boxes of box[0..3]
 // elements into shared memory with the 128-byte swizzle (box[0] * 2 must be 128), zeros
 // outside the extents; `l2_fill`: the size of the L2's fills for what a box row misses.
-// False when the driver has no encoder or refuses the description
-// (strides not multiples of 16 bytes, extents past 2^32, a misaligned base): the caller
-// then takes a path that does not use the copy engine.
+// False when the driver has no encoder or refuses the description (strides not multiples of
+// 16 bytes, extents past 2^32, a misaligned base): the caller then takes a path that does
+// not use the copy engine.
 inline bool encode_map_4d(CUtensorMap& map, const void* base, const uint64_t dims[4], const uint64_t strides[3],
                           const uint32_t box[4], CUtensorMapL2promotion l2_fill) {
   using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
