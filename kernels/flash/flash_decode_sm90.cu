@@ -128,15 +128,19 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kMinBlocks)
     for (int s = 0; s < kStages; ++s) mbar_init(full + 8 * s, 1), mbar_init(empty + 8 * s, 4);
     fence_barrier_init();
   }
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int hk = static_cast<int>(blockIdx.x % p.num_heads_k), b = static_cast<int>(blockIdx.x / p.num_heads_k);
+  const int split = blockIdx.z;
+  // the sequence's bounds are read beside the verdict, not after it (one round trip less):
+  // entries b and b + 1 of cu_seqlens exist whatever their values, which are used only when
+  // the call has not faulted
+  wait_for_prior_grid();
+  const SeqBounds sb = seq_bounds(p, b);
   if (args.check_here ? checks_fail_here(p, args.checks) : call_faulted(p)) {
     write_fault_outputs<Elem>(p, blockIdx.x + static_cast<int64_t>(blockIdx.z) * gridDim.x,
                               static_cast<int64_t>(gridDim.x) * gridDim.z);
     return;
   }
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int hk = static_cast<int>(blockIdx.x % p.num_heads_k), b = static_cast<int>(blockIdx.x / p.num_heads_k);
-  const int split = blockIdx.z;
-  const SeqBounds sb = seq_bounds(p, b);
   const int G = args.pack, rows = sb.sq * G;
   if (rows <= 0) return;  // every split of this CTA's tile returns here: its counter stays 0
 
@@ -409,15 +413,18 @@ bool cluster_merge_on() {
 }
 
 // Whether `splits` splits of each of `tiles` tiles may run as clusters of one tile's splits
-// (merged in shared memory): at most kMaxCluster per cluster (the portable cluster size),
-// and the GPU must hold as many of the grid's CTAs at once in clusters as it holds without
-// (`resident` CTAs per wave, from the occupancy of the unclustered kernel), so clustering
-// never costs a wave. The GPU's answer for a cluster size is asked once per kernel and device.
+// (merged in shared memory): at most kMaxCluster per cluster (the portable cluster size; the
+// H200 holds only 7 clusters of 16 CTAs of one per SM, too few for the 8 K/V heads of a
+// GQA 32/8 sequence: bench/RESULTS.md), and the GPU must hold as many of the grid's CTAs at
+// once in clusters as it holds without (`resident` CTAs per wave, from the occupancy of the
+// unclustered kernel), so clustering never costs a wave. The GPU's answer for a cluster size
+// is asked once per kernel and device: `answers` is the caller's per-kernel record.
 constexpr int kMaxCluster = 8;
+using ClusterAnswers = int[kMaxDevices][kMaxCluster + 1];  // clusters resident at once, + 1 (0: not asked)
 template <class Kernel>
-bool clusters_fit(Kernel kernel, int smem, int threads, int64_t tiles, int splits, int64_t resident) {
+bool clusters_fit(Kernel kernel, int smem, int threads, int64_t tiles, int splits, int64_t resident,
+                  ClusterAnswers& answers) {
   if (!cluster_merge_on() || splits < 2 || splits > kMaxCluster) return false;
-  static int answers[kMaxDevices][kMaxCluster + 1] = {};  // clusters resident at once, + 1 (0: not asked)
   int dev = 0;
   WICK_CUDA_CHECK(cudaGetDevice(&dev));
   int held = 0;
@@ -462,7 +469,8 @@ bool launch_decode(const FlashFwdParams& p, cudaStream_t st, int splits, int64_t
   a.heads_y = p.num_heads_k;
   a.num_splits = splits;
   const int64_t tiles = static_cast<int64_t>(p.batch) * p.num_heads_k;
-  const bool in_cluster = clusters_fit(kernel, Sh::kSmem, Sh::kThreads, tiles, splits, resident);
+  static ClusterAnswers answers = {};
+  const bool in_cluster = clusters_fit(kernel, Sh::kSmem, Sh::kThreads, tiles, splits, resident, answers);
   if (splits > 1 && !in_cluster) {
     const size_t slots_total = static_cast<size_t>(splits) * p.total_q * p.num_heads;
     SplitWorkspace ws;
