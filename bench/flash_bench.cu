@@ -522,6 +522,9 @@ int main(int argc, char** argv) {
     for (int ctx : {4096, 8192, 16384})
       for (int splits : {8, 16}) run_decode(1, ctx, splits, true);
     for (int splits : {0, 1, 2, 3, 4, 5, 8}) run_decode(8, 4096, splits, true);
+    // grids of a few waves: split tiles end the last wave sooner, at the cost of a merge
+    for (auto [B, ctx] : {std::pair{64, 4096}, std::pair{128, 8192}})
+      for (int splits : {1, 2, 4}) run_decode(B, ctx, splits, true);
   }
   if (g_json) std::fclose(g_json);
   return 0;

@@ -293,12 +293,14 @@ TEST_CASE("attention plan_step: the checks that need q or k run at the call, wit
 
 TEST_CASE("attention write_kv_slots and reserve write where append would") {
   // (dtype, head size, source row width): 16-byte pieces; rows of 20 bytes; rows of 48 bytes
-  // read from a wider tensor whose head stride (56 bytes) is not a multiple of 16
+  // read from a wider tensor whose head stride (56 bytes) is not a multiple of 16, and one
+  // whose is (64); rows of 256 16-byte pieces, more than a CUDA block has threads
   struct Rows {
     DType dt;
     size_t d, width;
   };
-  const Rows cases[] = {{DType::F16, 16, 16}, {DType::F32, 5, 5}, {DType::BF16, 24, 28}, {DType::BF16, 24, 32}};
+  const Rows cases[] = {{DType::F16, 16, 16},  {DType::F32, 5, 5},     {DType::BF16, 24, 28},
+                        {DType::BF16, 24, 32}, {DType::F32, 512, 512}};
   for (Device dev : test::test_devices()) {
     for (const Rows& rc : cases) {
       const DType dt = rc.dt;
