@@ -250,7 +250,7 @@ double run_prefill(const std::string& name, const Prefill& w) {
   }
   if (w.page > 0) {
     p.block_table = static_cast<const int32_t*>(table_d.p);
-    p.block_table_batch_stride = cols;
+    p.block_table_batch_stride = p.block_table_cols = cols;
     p.page_block_size = w.page;
     p.num_blocks = kv_rows / w.page;
     p.k_batch_stride = p.v_batch_stride = int64_t(w.page) * p.k_row_stride;
@@ -347,7 +347,7 @@ void run_decode(int B, int ctx, int splits = 0, bool sweep = false, bool head_ma
   p.k_batch_stride = p.v_batch_stride = int64_t(page) * hk * d;
   p.lse_head_stride = rows;
   p.block_table = static_cast<const int32_t*>(table.p);
-  p.block_table_batch_stride = cols, p.page_block_size = page, p.num_blocks = blocks;
+  p.block_table_batch_stride = p.block_table_cols = cols, p.page_block_size = page, p.num_blocks = blocks;
   p.softmax_scale = 1.f / std::sqrt(float(d));
   p.softcap = softcap;
   p.window_right = 0;

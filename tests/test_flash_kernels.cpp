@@ -332,7 +332,7 @@ void Harness::build() {
     int next = 0;
     for (int b = 0; b < B_; ++b)
       for (int j = 0; j < cols; ++j) table_[b * cols + j] = j < need[b] ? perm[next++] : perm[blocks - 1];
-    p.block_table_batch_stride = cols;
+    p.block_table_batch_stride = p.block_table_cols = cols;
     p.page_block_size = c.page;
     p.num_blocks = blocks;
     p.k_batch_stride = p.v_batch_stride = c.page * kv_row;

@@ -17,7 +17,9 @@
 //   2. producer (warp 4, one lane): for each key tile, once the consumers have freed its
 //      stage (barrier `empty`), one copy per page piece (64 or 32 rows) and 64-channel panel
 //      of K and of V, landing on the stage's barrier `full`. The block-table entries are
-//      read 32 pages at a time by the warp's lanes, so a page id costs no round trip.
+//      read 32 pages at a time by the warp's lanes, so a page id costs no round trip; the
+//      first 32 are asked for at the start, beside the sequence bounds, from a guess of
+//      where the split begins (read again when the guess was wrong).
 //      consumers (warps 0-3): wait for `full`, then on keys 16w .. 16w + 15 of the tile:
 //      a. S = Q K^T (ldmatrix from the 128-byte-swizzled tile, mma m16n8k16)  = CPU step 2a
 //         general logits (softcap, ALiBi, any scale) in instances of their own (kGeneral)
@@ -136,6 +138,19 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kMinBlocks)
   // the call has not faulted
   wait_for_prior_grid();
   const SeqBounds sb = seq_bounds(p, b);
+  // paged: the producer reads the block ids of 32 pages beside them too, from the page its
+  // split starts on when the sequence has max_seqlen_k keys, all visible (a decode call's
+  // usual case); where the guess is wrong the key loop reads them again. Entries below
+  // block_table_cols exist whatever the call's values.
+  int guess_page = -1, guess_entry = 0;
+  if constexpr (kPaged) {
+    if (warp == 4 && p.block_table_cols > 0) {
+      const int key_tiles = ((p.cu_seqlens_k ? p.max_seqlen_k : p.seqlen_k) + kBlockN - 1) / kBlockN;
+      const int per = (key_tiles + args.num_splits - 1) / args.num_splits;
+      guess_page = max(0, min(key_tiles, split * per) * kBlockN / p.page_block_size);  // (0 on any overflow)
+      if (guess_page + lane < p.block_table_cols) guess_entry = page_block(p, b, guess_page + lane);
+    }
+  }
   if (args.check_here ? checks_fail_here(p, args.checks) : call_faulted(p)) {
     write_fault_outputs<Elem>(p, blockIdx.x + static_cast<int64_t>(blockIdx.z) * gridDim.x,
                               static_cast<int64_t>(gridDim.x) * gridDim.z);
@@ -167,6 +182,7 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kMinBlocks)
     // 3.14-3.17 -> 3.21-3.24 TB/s, larger batches within 0.3%)
     const uint64_t once = l2_evict_first_policy();
     int table_base = -32, table_entry = 0;  // this lane's entry of pages table_base .. + 31
+    if (guess_page >= 0) table_base = guess_page, table_entry = guess_entry;
     int stage = 0, phase = 0;  // tile it's stage (it % kStages) and its use of it ((it / kStages) & 1)
     for (int nb = nb_begin, it = 0; nb < nb_end; ++nb, ++it) {
       const int t0 = nb * kBlockN;
@@ -178,7 +194,7 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kMinBlocks)
         if (lane == 0) mbar_arrive_expect_tx(bar, 2u * n * piece * (kD * 2));
         for (int q = 0; q < n; ++q) {
           const int tq = t0 + (q << piece_shift), pg = tq / p.page_block_size;
-          if (pg - table_base >= 32) {  // the next 32 pages' ids, one per lane
+          if (pg < table_base || pg - table_base >= 32) {  // the next 32 pages' ids, one per lane
             table_base = pg;
             const int pages = (sb.sk + p.page_block_size - 1) / p.page_block_size;
             table_entry = pg + lane < pages ? page_block(p, b, pg + lane) : 0;

@@ -33,6 +33,7 @@
 // Shared memory: rows padded by 16 bytes, so the 8 row addresses of one ldmatrix phase hit
 // 8 different bank groups (conflict free) while cp.async keeps 16-byte chunks.
 #pragma once
+#include <cuda/atomic>
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -315,19 +316,20 @@ __device__ __forceinline__ void write_rows_merged(const FlashKernelArgs& args, u
   });
   if (args.num_splits > 1 && args.tile_counters != nullptr) {
     // 4. split-KV merge in place: the last split of this tile to finish merges every split's
-    //    partials (a counted split-K reduction). Each CTA makes its partials visible
-    //    device-wide before it counts itself in; the merging CTA reads them past L1.
+    //    partials (a counted split-K reduction). The barrier orders the CTA's partial
+    //    stores before thread 0's count, whose release makes them visible device-wide
+    //    with it; the merging CTA's count acquires every earlier count's stores, and its
+    //    barrier passes them to its threads, which read them past L1. (No full fence per
+    //    thread: the end of a split call is a chain of round trips, this is one less.)
     __shared__ int s_last;
-    __threadfence();
     sync();
     if (tid == 0) {
-      int* counter = args.tile_counters + blockIdx.x;
-      s_last = atomicAdd(counter, 1) == args.num_splits - 1;
-      if (s_last) *counter = 0;  // every split has counted: ready for the next launch
+      cuda::atomic_ref<int, cuda::thread_scope_device> counter(args.tile_counters[blockIdx.x]);
+      s_last = counter.fetch_add(1, cuda::memory_order_acq_rel) == args.num_splits - 1;
+      if (s_last) counter.store(0, cuda::memory_order_relaxed);  // every split has counted: ready for the next launch
     }
     sync();
     if (!s_last) return;
-    __threadfence();
     const int64_t split_step = static_cast<int64_t>(p.total_q) * p.num_heads;
     const int quads = hs / 4;
     for (int c = tid; c < (r_end - r0) * quads; c += kThreads) {

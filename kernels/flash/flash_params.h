@@ -39,6 +39,9 @@ struct FlashFwdParams {
   // checked every entry a sequence uses, so kernels read no stray memory.
   const int32_t* block_table = nullptr;  // u32 or i32 storage read as i32
   int64_t block_table_batch_stride = 0;
+  // Columns of each table row; 0 = not given. Entries below it exist whatever the call's
+  // values, so a kernel may read them before the checks pass (the Hopper decode does).
+  int64_t block_table_cols = 0;
   int page_block_size = 0;
   int64_t num_blocks = 0;
 

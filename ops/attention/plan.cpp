@@ -443,6 +443,7 @@ AttnPlan plan_varlen(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k
     plan.block_table = *op.block_table;
     p.block_table = static_cast<const int32_t*>(plan.block_table.data_ptr());  // u32 read as i32
     p.block_table_batch_stride = op.block_table->stride()[0];
+    p.block_table_cols = static_cast<int64_t>(op.block_table->dim(1));
     p.page_block_size = static_cast<int>(page_block_size);
     p.num_blocks = static_cast<int64_t>(num_blocks);
   } else {
@@ -604,6 +605,7 @@ HostTables::HostTables(const AttnPlan& plan) : params_(plan.params) {
     for (double e : plan.block_table.to_f64_vec()) block_table_.push_back(static_cast<int32_t>(e));
     p.block_table = block_table_.data();
     p.block_table_batch_stride = static_cast<int64_t>(plan.block_table.dim(1));
+    p.block_table_cols = p.block_table_batch_stride;
   }
   if (plan.mm_prefix_ranges.defined()) {  // (batch, max_ranges, 2), row-major
     mm_ = plan.mm_prefix_ranges.to_vec<int32_t>();
