@@ -32,40 +32,46 @@ struct Merged {
 // partials merges through this function, so where they are kept (global scratch, or the
 // shared memory of a cluster's CTAs) does not change a result's bits. A split with lse_s =
 // -inf weighs 0 (its O is not used); NaN in any lse_s makes the row NaN.
-template <class Load>
+template <int kAhead = 1, class Load>
 __device__ __forceinline__ Merged merge_partials(int num_splits, Load load) {
-  constexpr int kChunk = 8;
+  // kAhead chunks' loads go out together (one round trip for up to 8 kAhead splits); the
+  // arithmetic is still chunk by chunk, so kAhead does not change the bits
+  constexpr int kChunk = 8, kSpan = kChunk * kAhead;
   float m = -INFINITY, sum = 0.f;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
   bool nan_split = false;
-  for (int s0 = 0; s0 < num_splits; s0 += kChunk) {
-    float ls[kChunk];
-    float4 x[kChunk];
+  for (int s0 = 0; s0 < num_splits; s0 += kSpan) {
+    float ls[kSpan];
+    float4 x[kSpan];
 #pragma unroll
-    for (int k = 0; k < kChunk; ++k) {
+    for (int k = 0; k < kSpan; ++k) {
       load(min(s0 + k, num_splits - 1), ls[k], x[k]);  // a real split: no stray read
       if (s0 + k >= num_splits) ls[k] = -INFINITY;
     }
-    float m_new = m;
 #pragma unroll
-    for (int k = 0; k < kChunk; ++k) {
-      nan_split |= ls[k] != ls[k];
-      m_new = fmaxf(m_new, ls[k]);  // fmaxf skips NaN: nan_split keeps it
-    }
-    if (m_new == -INFINITY) continue;  // no split so far saw a key
-    const float a = expf(m - m_new);   // 0 while m is -inf (sum and acc are 0 then)
-    sum *= a;
-    acc.x *= a, acc.y *= a, acc.z *= a, acc.w *= a;
+    for (int c = 0; c < kAhead; ++c) {
+      if (s0 + c * kChunk >= num_splits) break;  // no chunk past the last split (as kAhead = 1)
+      float m_new = m;
 #pragma unroll
-    for (int k = 0; k < kChunk; ++k) {
-      const float w = ls[k] == -INFINITY ? 0.f : expf(ls[k] - m_new);
-      sum += w;
-      acc.x += w == 0.f ? 0.f : w * x[k].x;
-      acc.y += w == 0.f ? 0.f : w * x[k].y;
-      acc.z += w == 0.f ? 0.f : w * x[k].z;
-      acc.w += w == 0.f ? 0.f : w * x[k].w;
+      for (int k = c * kChunk; k < (c + 1) * kChunk; ++k) {
+        nan_split |= ls[k] != ls[k];
+        m_new = fmaxf(m_new, ls[k]);  // fmaxf skips NaN: nan_split keeps it
+      }
+      if (m_new == -INFINITY) continue;  // no split so far saw a key
+      const float a = expf(m - m_new);   // 0 while m is -inf (sum and acc are 0 then)
+      sum *= a;
+      acc.x *= a, acc.y *= a, acc.z *= a, acc.w *= a;
+#pragma unroll
+      for (int k = c * kChunk; k < (c + 1) * kChunk; ++k) {
+        const float w = ls[k] == -INFINITY ? 0.f : expf(ls[k] - m_new);
+        sum += w;
+        acc.x += w == 0.f ? 0.f : w * x[k].x;
+        acc.y += w == 0.f ? 0.f : w * x[k].y;
+        acc.z += w == 0.f ? 0.f : w * x[k].z;
+        acc.w += w == 0.f ? 0.f : w * x[k].w;
+      }
+      m = m_new;
     }
-    m = m_new;
   }
   if (nan_split) return {make_float4(NAN, NAN, NAN, NAN), NAN};
   if (m == -INFINITY) return {acc, -INFINITY};  // no split saw a key: 0 and -inf
@@ -77,9 +83,10 @@ __device__ __forceinline__ Merged merge_partials(int num_splits, Load load) {
 // split_step], its normalised O at oacc[(that slot) * acc_dim + c]. Loads bypass L1
 // (__ldcg): the partials may have been written by other SMs during this kernel (the
 // in-kernel merge).
+template <int kAhead = 1>
 __device__ inline Merged merge_splits(const float* oacc, const float* lseacc, int64_t slot0, int64_t split_step,
                                       int num_splits, int acc_dim, int c) {
-  return merge_partials(num_splits, [&](int s, float& ls, float4& x) {
+  return merge_partials<kAhead>(num_splits, [&](int s, float& ls, float4& x) {
     const int64_t slot = slot0 + s * split_step;
     ls = __ldcg(lseacc + slot);
     x = __ldcg(reinterpret_cast<const float4*>(oacc + slot * acc_dim + c));

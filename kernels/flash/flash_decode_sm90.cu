@@ -393,8 +393,9 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kMinBlocks)
   bar_sync(1, Sh::kConsumers);
   auto sync = [] { bar_sync(1, Sh::kConsumers); };
   if (!in_cluster) {
-    write_rows_merged<typename Sh::Cfg, Elem>(args, smem_raw + (base - raw), o, m_run, l_run, sc, b, sb, 0, rows, hk,
-                                              0, sync);
+    // (through scratch: 9-16 splits, whose merge loads both chunks of 8 in one round trip)
+    write_rows_merged<typename Sh::Cfg, Elem, 2>(args, smem_raw + (base - raw), o, m_run, l_run, sc, b, sb, 0, rows,
+                                                 hk, 0, sync);
     return;
   }
   // 4. split-KV merged in the cluster: this split's rows to its shared memory, then the merge

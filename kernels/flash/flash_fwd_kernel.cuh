@@ -283,7 +283,7 @@ __device__ __forceinline__ void store_partial8(float4* dst, const float (&acc)[8
 // 3. general epilogue (merge_warp_rows, above), written out: the rows, or split-KV partials
 //    to the global scratch; with split-KV and tile counters, 4. the in-place merge. The
 //    arguments are merge_warp_rows'.
-template <class Cfg, class Elem, class Sync>
+template <class Cfg, class Elem, int kMergeAhead = 1, class Sync>
 __device__ __forceinline__ void write_rows_merged(const FlashKernelArgs& args, unsigned char* smem,
                                                   const float (&o)[Cfg::kMTiles][Cfg::kDV / 8][4],
                                                   const float (&m_run)[Cfg::kMTiles][2],
@@ -336,7 +336,8 @@ __device__ __forceinline__ void write_rows_merged(const FlashKernelArgs& args, u
       const int r = r0 + c / quads, col = (c % quads) * 4;
       const int i = r / G, h = row_head(r);
       const int64_t slot0 = (sb.q_row0 + i) * p.num_heads + h;
-      const Merged mg = merge_splits(args.oacc, args.lseacc, slot0, split_step, args.num_splits, args.acc_dim, col);
+      const Merged mg =
+          merge_splits<kMergeAhead>(args.oacc, args.lseacc, slot0, split_step, args.num_splits, args.acc_dim, col);
       store4(static_cast<Elem*>(p.out) + o_offset(p, b, sb, i, h) + col, mg.o);
       if (p.lse && col == 0) p.lse[lse_offset(p, b, sb, i, h)] = mg.lse;
     }
