@@ -17,6 +17,7 @@ struct KvWriteArgs {
   int64_t n = 0, num_blocks = 0, page = 0;
   int heads = 0, head_size = 0, elem_bytes = 2;
   FaultSink sink;  // a slot outside [0, num_blocks * page) is recorded here and not written
+  bool early_next = false;  // set by kv_write(): the next kernel may launch before this one ends
 };
 
 void kv_write(const KvWriteArgs& args, void* stream);
