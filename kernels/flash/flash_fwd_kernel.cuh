@@ -239,6 +239,7 @@ __device__ __forceinline__ void merge_warp_rows(unsigned char* smem, const float
       l += __shfl_xor_sync(0xffffffffu, l, 1);
       l += __shfl_xor_sync(0xffffffffu, l, 2);
       const int row = wm * kWarpRows + mt * 16 + g + 8 * rr;
+      if (r0 + row >= r_end) continue;  // never read below (a decode tile's GQA rows fill a few of its 16)
       if (tq == 0) {
         sM[wn * kBlockM + row] = m_run[mt][rr] == -INFINITY ? -INFINITY : m_run[mt][rr] * sc;
         sL[wn * kBlockM + row] = l;
