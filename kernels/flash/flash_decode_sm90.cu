@@ -123,35 +123,40 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kMinBlocks)
   __shared__ __align__(8) uint64_t barriers[2 * kStages];  // full[kStages], empty[kStages]
   const FlashFwdParams& p = args.p;
   // before the wait for the kernel before (none of this reads global memory): the copy
-  // engine fetches the tensor maps, thread 0 sets up the stage barriers
+  // engine fetches the tensor maps, thread 0 sets up the stage barriers, and the block
+  // barrier that makes them visible is passed while the kernel before may still run
   const uint32_t full = smem_addr(&barriers[0]), empty = full + 8 * kStages;
   if (threadIdx.x == Sh::kConsumers) prefetch_tensor_map(&map_k), prefetch_tensor_map(&map_v);
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) mbar_init(full + 8 * s, 1), mbar_init(empty + 8 * s, 4);
     fence_barrier_init();
   }
+  __syncthreads();  // the barriers are initialised
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int hk = static_cast<int>(blockIdx.x % p.num_heads_k), b = static_cast<int>(blockIdx.x / p.num_heads_k);
   const int split = blockIdx.z;
-  // the sequence's bounds are read beside the verdict, not after it (one round trip less):
-  // entries b and b + 1 of cu_seqlens exist whatever their values, which are used only when
-  // the call has not faulted
-  wait_for_prior_grid();
-  const SeqBounds sb = seq_bounds(p, b);
-  // paged: the producer reads the block ids of 32 pages beside them too, from the page its
+  // paged: the producer reads the block ids of 32 pages beside the bounds, from the page its
   // split starts on when the sequence has max_seqlen_k keys, all visible (a decode call's
   // usual case); where the guess is wrong the key loop reads them again. Entries below
-  // block_table_cols exist whatever the call's values.
+  // block_table_cols exist whatever the call's values. (The guess is worked out before the
+  // wait: it reads no memory.)
   int guess_page = -1, guess_entry = 0;
   if constexpr (kPaged) {
     if (warp == 4 && p.block_table_cols > 0) {
       const int key_tiles = ((p.cu_seqlens_k ? p.max_seqlen_k : p.seqlen_k) + kBlockN - 1) / kBlockN;
       const int per = (key_tiles + args.num_splits - 1) / args.num_splits;
       guess_page = max(0, min(key_tiles, split * per) * kBlockN / p.page_block_size);  // (0 on any overflow)
-      if (guess_page + lane < p.block_table_cols) guess_entry = page_block(p, b, guess_page + lane);
     }
   }
-  if (args.check_here ? checks_fail_here(p, args.checks) : call_faulted(p)) {
+  // Every read of the prologue goes out before any value is used (a use waits for its round
+  // trip): the verdict of the call's checks (when this kernel does not run them), the
+  // guessed block ids, the sequence's bounds. Entries b and b + 1 of cu_seqlens exist
+  // whatever their values, which are used only when the call has not faulted.
+  wait_for_prior_grid();
+  const uint32_t verdict = !args.check_here && p.verdict != nullptr ? *p.verdict : 0u;
+  if (guess_page >= 0 && guess_page + lane < p.block_table_cols) guess_entry = page_block(p, b, guess_page + lane);
+  const SeqBounds sb = seq_bounds(p, b);
+  if (args.check_here ? checks_fail_here(p, args.checks) : verdict != 0) {
     write_fault_outputs<Elem>(p, blockIdx.x + static_cast<int64_t>(blockIdx.z) * gridDim.x,
                               static_cast<int64_t>(gridDim.x) * gridDim.z);
     return;
@@ -174,7 +179,6 @@ __global__ void __launch_bounds__(Sh::kThreads, Sh::kMinBlocks)
   const uint32_t base = (raw + 1023) & ~1023u;  // swizzled panels: 1024-byte aligned
   Elem* sQ = reinterpret_cast<Elem*>(smem_raw + (base - raw) + kStages * kStageBytes);
   const uint32_t part = base + Sh::kPartOffset;  // this split's partial rows (in_cluster)
-  __syncthreads();  // the barriers are initialised
 
   if (warp == 4) {  // 2. the producer
     const int piece = 1 << piece_shift;
