@@ -38,6 +38,9 @@ struct StridedView {
 // files raise errors without including tensor/.
 [[noreturn]] void throw_error(const char* code, const std::string& msg);
 
+// Streaming multiprocessors of the current CUDA device (asked once per device; CUDA builds).
+int sm_count();
+
 // The name wick::DType gives the same value ("F32", "I64", ...), so kernel guards can say
 // which type they got; "ElemType(42)" for a value outside the enum (a bad integer cast).
 std::string elem_type_name(ElemType t);

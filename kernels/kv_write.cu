@@ -2,8 +2,7 @@
 
 #include <cuda_runtime.h>
 
-#include <atomic>
-
+#include "kernels/common.h"
 #include "kernels/device_fault.cuh"
 #include "kernels/pdl.cuh"
 #include "tensor/cuda_check.h"
@@ -86,18 +85,7 @@ __global__ void __launch_bounds__(kThreads) kv_write_kernel(const KvWriteArgs a)
 // while the write's still hold SMs, and some SMs would get two of them (B = 16 ctx 4096
 // lost 5.7%; with the sm_80 decode, B = 8 ctx 4096 took 56 us per layer against 43;
 // bench/RESULTS.md).
-bool early_next_launch(int64_t rows, int heads) {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> sms_of[kMaxDevices] = {};  // 0: not asked yet
-  int dev = 0;
-  WICK_CUDA_CHECK(cudaGetDevice(&dev));
-  int sms = dev < kMaxDevices ? sms_of[dev].load(std::memory_order_relaxed) : 0;
-  if (sms == 0) {
-    WICK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    if (dev < kMaxDevices) sms_of[dev].store(sms, std::memory_order_relaxed);
-  }
-  return rows * heads * 4 <= sms;
-}
+bool early_next_launch(int64_t rows, int heads) { return rows * heads * 4 <= sm_count(); }
 
 }  // namespace
 

@@ -967,18 +967,6 @@ bool use_tma() {
   return on;
 }
 
-// Streaming multiprocessors of the current device (cached per device).
-int sm_count() {
-  static int cached[64] = {};
-  int dev = 0;
-  WICK_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev < 64 && cached[dev] > 0) return cached[dev];
-  int sms = 0;
-  WICK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  if (dev < 64) cached[dev] = sms;
-  return sms;
-}
-
 // The tile count of an instance (0: nothing to launch), its grid, one CTA per (query tile,
 // head, sequence) or at most max_ctas persistent ones, and the tiles' order (tile_order.h):
 // sections of columns whose K/V (all keys of the longest sequence) fit in kL2Budget bytes. In
