@@ -15,12 +15,9 @@ constexpr int kThreads = 128;
 // One block per new row: both caches, every head, every channel. Each thread loads all it
 // copies before it stores (one memory round trip per pass rather than one per element),
 // in 16-byte pieces where the rows allow.
-// Launched programmatically: it waits for the kernel before it. It does not let the next one
-// (the attention reading these rows, in a decode step) launch early: that kernel's CTAs would
-// be placed while these still hold SMs, and a split decode of about one CTA per SM then puts
-// two on some SMs, whose CTAs finish last (on the H200, a 32-layer step at B = 8 ctx 4096
-// took 56 us per layer so, 43 when the attention started on idle SMs; with the Hopper
-// decode, B = 16 ctx 4096 lost 5.7% and B = 1 gained 4.5%: bench/RESULTS.md).
+// Launched programmatically: it waits for the kernel before it. It lets the next kernel
+// (the attention reading these rows, in a decode step) launch early only when `a.early_next`,
+// which kv_write() sets for small writes (early_next_launch says why).
 template <class U>
 __global__ void __launch_bounds__(kThreads) kv_write_kernel(const KvWriteArgs a) {
   wait_for_prior_grid();
