@@ -23,7 +23,7 @@
 //      sequence (16 and 32 rows of GQA 4; speculative decoding's check), causal (only when
 //      named): B = 64 ctx 4096 and B = 1 ctx 32768
 //   S  decode split-KV counts (tuning, only when named): B = 1, ctx 512 and 2048, the
-//      launcher's count and forced counts 1, 2, 4, 8, 16; B = 1 ctx 32768, 8 to 33 splits,
+//      launcher's count and forced counts 1, 2, 4, 8, 16; B = 1 ctx 32768, 8 to 64 splits,
 //      and ctx 8192, 16384 and 65536 at the launcher's count;
 //      B = 8 ctx 4096, 1 to 8 splits
 //   L  the kernel ladder (docs/kernels.md): workload A at d128 h16 through each level, from
@@ -514,7 +514,7 @@ int main(int argc, char** argv) {
     }
     for (int ctx : {512, 2048})
       for (int splits : {0, 1, 2, 4, 8, 16}) run_decode(1, ctx, splits, true);
-    for (int splits : {0, 8, 12, 16, 24, 33}) run_decode(1, 32768, splits, true);  // one long sequence
+    for (int splits : {0, 8, 12, 16, 24, 33, 48, 64}) run_decode(1, 32768, splits, true);  // one long sequence
     // the launcher's count (16 splits) over 8k to 64k keys: time against bytes, whose
     // intercept is a split's fixed start and end
     for (int ctx : {8192, 16384, 65536}) run_decode(1, ctx, 0, true);

@@ -36,7 +36,10 @@ inline bool merge_in_place_on() {
 // slots each) B = 1 ctx 32768 (8 CTAs before splitting) streams K/V at 3.03 TB/s with 16
 // splits, 2.55 with 12, 2.61 with 24 and 2.77 with 33; with the older two-pass merge, 17
 // splits (4 SMs running two) measured 2.53 against 2.82 for 16, and B = 8 ctx 4096 (64 CTAs)
-// 3.09 with 2 splits, 2.80 with 3, 2.34 with 5.
+// 3.09 with 2 splits, 2.80 with 3, 2.34 with 5. Splits past one CTA per SM do not even out
+// the SMs' unequal streaming rates either, though the GPU then hands an SM that finishes
+// early another split: on the Hopper decode, B = 1 ctx 32768 took 38.4-39.5 us with 16
+// splits, 45.9-46.8 with 48 and 47.7-48.5 with 64.
 inline int choose_num_splits(int64_t ctas, int key_tiles, int slots, int sms, bool merge_in_place) {
   const int min_tiles = merge_in_place ? 1 : 4;
   if (ctas <= 0 || ctas * 5 >= static_cast<int64_t>(slots) * 4) return 1;
