@@ -786,6 +786,37 @@ TEST_CASE("flash kernels: more query tiles than SMs (persistent CTAs walk severa
   for (const Case& c : cases) check_case(c);
 }
 
+// Head size 128 (and 96, which runs its shape) over sequences longer than 1024 rows: on an
+// sm_90 GPU three consumer warpgroups of 64 rows each, with 80-key tiles without a right
+// bound (64 when paged) and 64-key tiles for causal varlen calls. Lengths that leave a
+// 192-row tile's last warpgroups without rows, and key tails inside an 80-key tile.
+TEST_CASE("flash kernels: 192-row tiles at head size 128 (sequences over 1024 rows)") {
+  SKIP_WITHOUT_CUDA();
+  std::vector<Case> cases;
+  Case c = varlen_case("d128 GQA, 1025-1250 rows", 2, 1025, 1250, 128);
+  c.nh = 2, c.nhk = 1;
+  cases.push_back(c);
+  c.name = "d128 GQA causal, 1025-1250 rows";
+  c.causal = true;
+  cases.push_back(c);
+  c.name = "d128 f16, sq != sk, paged 32";
+  c.causal = false, c.dtype = FlashDType::F16, c.page = 32;
+  c.sk = lengths(case_rng(), 2, 900, 1500);
+  cases.push_back(c);
+  c.name = "d128 paged 96 causal (tiles straddle pages)";
+  c.causal = true, c.dtype = FlashDType::BF16, c.page = 96;
+  c.sk = c.sq;
+  cases.push_back(c);
+  c.name = "d96 window 300/-1, paged 64";
+  c.hs = 96, c.causal = false, c.page = 64, c.wl = 300;
+  cases.push_back(c);
+  c = batched_head_major_case("batched d128, 1100 rows, no mask", 1100, 1300, 128);
+  c.causal = false, c.nh = 2, c.nhk = 1;
+  c.sq.resize(2), c.sk.resize(2);
+  cases.push_back(c);
+  for (const Case& k : cases) check_case(k);
+}
+
 // On an sm_90 GPU the Hopper forward's persistent CTAs claim tiles from a counter in an eager
 // call (each launch leaves it at zero for the next) and in a CudaGraph's capture (the graph's
 // counter), and take the fixed walk in a capture made through the CUDA runtime: the same
@@ -1073,6 +1104,17 @@ TEST_CASE("flash kernels: sanitizer subset") {
     c.name = "san: d256 mm-prefix ranges, window 30/0";
     c.hs = 256, c.page = 0, c.causal = false, c.wl = 30, c.wr = 0, c.softcap = 0.f, c.alibi = false;
     for (int n : c.sk) c.mm.push_back({{n / 6, n / 2}});
+    cases.push_back(c);
+    // d128 over 1024 rows: 192-row tiles of 80 keys, and of 64 keys paged or causal varlen
+    c.name = "san: d128 1030-1100 rows, paged 64";
+    c.hs = 128, c.page = 64, c.wl = c.wr = -1, c.mm.clear(), c.nh = 2, c.nhk = 1;
+    c.sq = lengths(case_rng(), 2, 1030, 1100), c.sk = c.sq;
+    cases.push_back(c);
+    c.name = "san: d128 1030-1100 rows, causal";
+    c.page = 0, c.causal = true;
+    cases.push_back(c);
+    c.name = "san: d128 1030-1100 rows, 80-key tiles";
+    c.causal = false;
     cases.push_back(c);
   }
   {

@@ -74,9 +74,10 @@ namespace {
 // The tile shape of one kernel instance: D channels (64, 128, 192 or 256) of Q, K, V and O in
 // 64-channel panels, and M query rows per CTA, one warpgroup (128 threads) per 64 rows. A call
 // with fewer channels (head size 96 on the 128 shape) reads zeros past its head size and
-// stores only its own channels. N keys per tile: 128 up to D = 128; above it, where a 64 x D
-// f32 O per warpgroup already takes D / 2 registers per thread, 64 (paged K/V, whole 32-key
-// quarters of a page) or, unpaged, 112 at D = 192 and 80 at D = 256 (launch() below).
+// stores only its own channels. N keys per tile: 128 up to D = 128 (80 or 64 in the 192-row
+// tiles at D = 128); above it, where a 64 x D f32 O per warpgroup already takes D / 2
+// registers per thread, 64 (paged K/V, whole 32-key quarters of a page) or, unpaged, 112 at
+// D = 192 and 80 at D = 256 (launch() below).
 // Shared-memory stages of K/V: three where they fit (tiles j + 1 and j + 2 load while tile j
 // computes; measured 0.5-1.5% faster than two at D = 128 on the H200), else two (D = 256,
 // and the wider tiles at D = 192: Q and two stages take 216-225 KiB) and in the cp.async
@@ -100,7 +101,7 @@ struct Shape {
   // Q, the K/V stages, 1024-byte alignment slack.
   template <bool kPaged>
   static constexpr int kSmem = 1024 + kQBytes + 2 * kStages<kPaged> * kTileBytes;
-  // (the paged kernels also need whole 32-key quarters: they assert it)
+  // (the paged cp.async kernel also needs whole 32-key quarters: it asserts it)
   static_assert(D % 64 == 0 && kBlockN % 16 == 0, "whole 64-channel panels, whole 16-key steps");
   static_assert(M % 64 == 0 && (M * 128) % 1024 == 0, "whole warpgroups; Q panels on 1024-byte boundaries");
 };
@@ -1055,10 +1056,23 @@ template <int D, class Elem, bool kPaged>
 bool launch(const FlashFwdParams& p, cudaStream_t st) {
   if (has_general_logits(p)) return use_tma() && launch_tma<Shape<D>, Elem, kPaged, true>(p, st);
   if (use_tma()) {
-    if constexpr (D == 64) {
-      const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
+    const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
+    if constexpr (D == 64)
       if ((p.window_right < 0 || max_sq > 1024) && launch_tma<Shape<D, 192>, Elem, kPaged>(p, st)) return true;
-    }
+    // Head size 128 (and 96 on its shape) over sequences longer than 1024 rows: three
+    // warpgroups as well, with 80-key tiles without a right bound (64 when paged: whole 32-key
+    // pieces; 80-key tiles of five 16-key pieces ran paged calls 0.86x) and 64-key tiles for
+    // causal varlen calls; at 160 registers a thread the 128-key tile's S and P no longer fit
+    // beside O. Up to 1024 rows a 192-row tile wastes
+    // up to an eighth of its rows, and batched causal calls lost 5-7% to its masked corner
+    // (measured on the H200, bench/RESULTS.md); windows bounded on both sides keep 128 rows.
+    if constexpr (D == 128)
+      if (max_sq > 1024) {
+        const int max_sk = p.cu_seqlens_k ? p.max_seqlen_k : p.seqlen_k;
+        const bool causal = p.window_right >= 0 && (p.window_left < 0 || p.window_left >= max_sk);
+        if (p.window_right < 0 && launch_tma<Shape<D, 192, kPaged ? 64 : 80>, Elem, kPaged>(p, st)) return true;
+        if (causal && p.cu_seqlens_q && launch_tma<Shape<D, 192, 64>, Elem, kPaged>(p, st)) return true;
+      }
     // Unpaged head sizes 192 and 256: 112- and 80-key tiles in two stages, 6-14% faster than
     // 64-key tiles from 4k tokens up (3% slower at d256 causal over 1k-token sequences;
     // measured on the H200, bench/RESULTS.md). The larger products leave the softmax less
