@@ -1063,9 +1063,10 @@ bool launch(const FlashFwdParams& p, cudaStream_t st) {
     // warpgroups as well, with 80-key tiles without a right bound (64 when paged: whole 32-key
     // pieces; 80-key tiles of five 16-key pieces ran paged calls 0.86x) and 64-key tiles for
     // causal varlen calls; at 160 registers a thread the 128-key tile's S and P no longer fit
-    // beside O. Up to 1024 rows a 192-row tile wastes
-    // up to an eighth of its rows, and batched causal calls lost 5-7% to its masked corner
-    // (measured on the H200, bench/RESULTS.md); windows bounded on both sides keep 128 rows.
+    // beside O. Workload A 1.04-1.07x, causal 1.04-1.06x, S16k 1.02-1.03x on the H200. Up to
+    // 1024 rows a 192-row tile wastes up to an eighth of its rows, and batched causal calls
+    // lost 5-7% to its masked corner (bench/RESULTS.md, 2026-12-04); windows bounded on both
+    // sides keep 128 rows.
     if constexpr (D == 128)
       if (max_sq > 1024) {
         const int max_sk = p.cu_seqlens_k ? p.max_seqlen_k : p.seqlen_k;
