@@ -1061,8 +1061,8 @@ bool launch(const FlashFwdParams& p, cudaStream_t st) {
       if ((p.window_right < 0 || max_sq > 1024) && launch_tma<Shape<D, 192>, Elem, kPaged>(p, st)) return true;
     // Head size 128 (and 96 on its shape) over sequences longer than 1024 rows: three
     // warpgroups as well, with 80-key tiles without a right bound (64 when paged: whole 32-key
-    // pieces; 80-key tiles of five 16-key pieces ran paged calls 0.86x) and 64-key tiles for
-    // causal varlen calls; at 160 registers a thread the 128-key tile's S and P no longer fit
+    // pieces; paged 80-key tiles, copied as 16-key pieces or as runs of 16-64 rows cut at page
+    // ends, ran 0.94-0.97x the 64-key ones) and 64-key tiles for causal varlen calls; at 160 registers a thread the 128-key tile's S and P no longer fit
     // beside O. Workload A 1.04-1.07x, causal 1.04-1.06x, S16k 1.02-1.03x on the H200. Up to
     // 1024 rows a 192-row tile wastes up to an eighth of its rows, and batched causal calls
     // lost 5-7% to its masked corner (bench/RESULTS.md, 2026-12-04); windows bounded on both
