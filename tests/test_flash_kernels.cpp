@@ -29,6 +29,7 @@
 #include "seed.h"
 #include "kernels/flash/contract.h"
 #include "kernels/flash/flash_fwd.h"
+#include "kernels/flash/tma_map.h"
 #include "tensor/dtype.h"
 #include "tensor/graph.h"
 #include "tensor/stream.h"
@@ -803,8 +804,18 @@ TEST_CASE("flash kernels: 192-row tiles at head size 128 (sequences over 1024 ro
   c.causal = false, c.dtype = FlashDType::F16, c.page = 32;
   c.sk = lengths(case_rng(), 2, 900, 1500);
   cases.push_back(c);
+  // without a mask, 64-key tiles of two 32-key pieces (pages of 96) or of one piece, copied
+  // as one box of both panels (pages of 256)
+  c.name = "d128 paged 96, no mask (tiles straddle pages)";
+  c.dtype = FlashDType::BF16, c.page = 96;
+  c.sk = lengths(case_rng(), 2, 1100, 1300);
+  cases.push_back(c);
+  c.name = "d128 paged 256 GQA, sq != sk";
+  c.page = 256, c.nh = 4, c.nhk = 2;
+  cases.push_back(c);
+  c.nh = 2, c.nhk = 1;
   c.name = "d128 paged 96 causal (tiles straddle pages)";
-  c.causal = true, c.dtype = FlashDType::BF16, c.page = 96;
+  c.causal = true, c.page = 96;
   c.sk = c.sq;
   cases.push_back(c);
   c.name = "d96 window 300/-1, paged 64";
@@ -1033,6 +1044,42 @@ TEST_CASE("flash kernels: decode shape on every K/V layout") {
     cases.push_back(c);
   }
   for (const Case& c : cases) check_case(c);
+}
+
+// The Hopper kernels copy K/V through the copy engine's descriptions (tma_map.h); a layout it
+// cannot describe goes to the slower cp.async kernel without a word, so a description that
+// fails for an ordinary layout shows only in the benchmarks. Every layout the kernels take:
+// batched, varlen (packed rows, no batch stride) and paged, with a copy per 64-channel panel
+// and with one copy of all panels ("joint": only where the head size is whole panels).
+TEST_CASE("flash kernels: the copy engine describes every K/V layout") {
+  SKIP_WITHOUT_CUDA();
+  using wick::kernels::flash::make_kv_maps;
+  void* buf = nullptr;
+  REQUIRE(cudaMalloc(&buf, 1 << 20) == cudaSuccess);
+  const uint32_t cu[3] = {0, 100, 300};
+  const int32_t table[4] = {0, 1, 2, 3};
+  for (int hs : {64, 96, 128, 256})
+    for (int layout = 0; layout < 3; ++layout) {
+      FlashFwdParams p;
+      p.k = p.v = buf;
+      p.head_size = hs, p.num_heads_k = 4, p.batch = 2, p.seqlen_k = 300;
+      p.k_row_stride = p.v_row_stride = int64_t{4} * hs, p.k_head_stride = p.v_head_stride = hs;
+      if (layout == 0) p.k_batch_stride = p.v_batch_stride = int64_t{300} * 4 * hs;  // batched
+      if (layout == 1) p.cu_seqlens_k = cu, p.kv_rows = 300;                      // varlen, packed
+      if (layout == 2) {                                                         // paged, pages of 64
+        p.block_table = table, p.page_block_size = 64, p.num_blocks = 4;
+        p.k_batch_stride = p.v_batch_stride = int64_t{64} * 4 * hs;
+      }
+      CAPTURE(hs);
+      CAPTURE(layout);
+      CUtensorMap k, v;
+      CHECK(make_kv_maps(p, 64, 6, false, k, v));
+      CHECK(make_kv_maps(p, 64, 6, true, k, v));
+      CHECK(make_kv_maps(p, 64, 6, false, k, v, true) == (hs % 64 == 0));
+      p.k_row_stride += 1;  // rows 2 bytes past a multiple of 16: not describable
+      CHECK_FALSE(make_kv_maps(p, 64, 6, false, k, v));
+    }
+  CHECK(cudaFree(buf) == cudaSuccess);
 }
 
 // Small shapes for compute-sanitizer (memcheck / racecheck): every kernel (naive, prefill

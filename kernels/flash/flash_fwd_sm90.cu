@@ -602,7 +602,7 @@ __global__ void __launch_bounds__(Sh::kThreads, 1) fwd_kernel(const FlashFwdPara
 // runs while its own and the other warpgroups' products do.
 template <class Sh, class Elem, bool kPaged, bool kGeneral>
 __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
-    fwd_kernel_tma(const FlashFwdParams p, TileOrder order, int tiles, int* sched, int piece_shift,
+    fwd_kernel_tma(const FlashFwdParams p, TileOrder order, int tiles, int* sched, int piece_shift, bool joint,
                    const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v) {
   static_assert(!kPaged || Sh::kBlockN % 32 == 0, "paged: whole 32-key pieces");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -705,7 +705,17 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
       // dst_v), landing on barrier full; the caller announces the bytes on `full` first.
       auto copy_tile = [&](const CUtensorMap* map, uint32_t dst, bool both, uint32_t dst_v, uint32_t full, int nb) {
         const int t0 = nb * kBlockN;
-        if constexpr (kPaged) {
+        if (joint) {  // one copy of all panels (paged: the tile is one piece)
+          int row, seq;
+          if constexpr (kPaged) {
+            const int pg = t0 / p.page_block_size;
+            seq = page_block(p, w.b, pg), row = t0 - pg * p.page_block_size;
+          } else {
+            row = static_cast<int>(w.sb.k_start) + t0, seq = p.cu_seqlens_k != nullptr ? 0 : w.b;
+          }
+          tma_load_5d(dst, map, full, 0, row, 0, w.hk, seq);
+          if (both) tma_load_5d(dst_v, &map_v, full, 0, row, 0, w.hk, seq);
+        } else if constexpr (kPaged) {
           const int n = pieces(nb);
           for (int q = 0; q < n; ++q) {
             const int tq = t0 + (q << piece_shift), pg = tq / p.page_block_size;
@@ -1013,7 +1023,11 @@ template <class Sh, class Elem, bool kPaged, bool kGeneral = false>
 bool launch_tma(const FlashFwdParams& p, cudaStream_t st) {
   const int piece_shift = paged_piece_shift(p, Sh::kBlockN);
   CUtensorMap map_k, map_v;
-  if (!make_kv_maps(p, Sh::kBlockN, piece_shift, false, map_k, map_v)) return false;
+  // One copy of all of a K/V tile's panels (make_kv_maps' `joint` description) where the head
+  // size fills the shape and, paged, a tile is one piece: on the H200 paged d128 calls 1.01x
+  // and the rest within 1% either way (bench/RESULTS.md, 2026-12-04).
+  const bool joint = p.head_size == Sh::kD && Sh::kD > 64 && (!kPaged || (1 << piece_shift) == Sh::kBlockN);
+  if (!make_kv_maps(p, Sh::kBlockN, piece_shift, false, map_k, map_v, joint)) return false;
   // Persistent: one CTA per SM (the kernel's shared memory allows no second) walks the
   // tiles; with WICK_FLASH_SM90_PERSISTENT=0 one CTA per tile. On the H200 the walk measured
   // 0.98-1.14x the per-tile launch (geometric mean 1.02x over flash_bench's A, B, C).
@@ -1039,7 +1053,7 @@ bool launch_tma(const FlashFwdParams& p, cudaStream_t st) {
   static bool smem_set[kSmemLimitDevices] = {};
   raise_smem_limit_once(kernel, smem, smem_set);
   WICK_CUDA_CHECK(launch_programmatic(kernel, grid, dim3(Sh::kThreads + 128), smem, st, p, order, tiles, sched,
-                                      piece_shift, map_k, map_v));
+                                      piece_shift, joint, map_k, map_v));
   return true;
 }
 

@@ -134,6 +134,17 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* map, uint3
       : "memory");
 }
 
+// tma_load_4d for a 5-d map (coordinates c0..c4, innermost first; make_kv_maps' description
+// of all 64-channel panels of a K/V tile as one box); the same ordering rule.
+__device__ __forceinline__ void tma_load_5d(uint32_t dst, const void* map, uint32_t bar, int c0, int c1, int c2,
+                                            int c3, int c4) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, %6}], "
+      "[%7];\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(bar)
+      : "memory");
+}
+
 // An L2 cache policy for data read once: its lines are the first the L2 evicts, so a stream
 // of them does not push out what other loads reuse. Pass it to the tma_load_4d below.
 __device__ __forceinline__ uint64_t l2_evict_first_policy() {
