@@ -592,9 +592,10 @@ __global__ void __launch_bounds__(Sh::kThreads, 1) fwd_kernel(const FlashFwdPara
 // warps) issues each K/V tile as bulk tensor copies in the 128-byte swizzle, into
 // kStages<false> stages: unpaged, one copy per 64-channel panel of K and of V; paged
 // (kPaged), one per panel and piece of 64 keys (32 when pages are not multiples of 64), each
-// piece from the block its page names in the table. "Full" barriers say a stage has landed, "empty"
-// barriers that every consumer warp is done with it, so no block barrier ties the
-// warpgroups to each other. One ring of stages holds a tile's K and V together; with
+// piece from the block its page names in the table; with `joint` (the head size fills the
+// shape, and paged, a tile is one piece) one copy of all panels of K and one of V. "Full"
+// barriers say a stage has landed, "empty" barriers that every consumer warp is done with
+// it, so no block barrier ties the warpgroups to each other. One ring of stages holds a tile's K and V together; with
 // Sh::kSplitKV, K and V have rings of their own, and a K stage is free for the tile kStages
 // ahead as soon as S is computed, before O += P V has read the V stage beside it. The
 // consumers take turns issuing their products, in warpgroup order (named barriers 2, 3, ...),
