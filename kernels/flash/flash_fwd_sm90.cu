@@ -595,12 +595,12 @@ __global__ void __launch_bounds__(Sh::kThreads, 1) fwd_kernel(const FlashFwdPara
 // piece from the block its page names in the table; with `joint` (the head size fills the
 // shape, and paged, a tile is one piece) one copy of all panels of K and one of V. "Full"
 // barriers say a stage has landed, "empty" barriers that every consumer warp is done with
-// it, so no block barrier ties the warpgroups to each other. One ring of stages holds a tile's K and V together; with
-// Sh::kSplitKV, K and V have rings of their own, and a K stage is free for the tile kStages
-// ahead as soon as S is computed, before O += P V has read the V stage beside it. The
-// consumers take turns issuing their products, in warpgroup order (named barriers 2, 3, ...),
-// and each issues S of tile j together with O += P V of tile j - 1, so its softmax of tile j
-// runs while its own and the other warpgroups' products do.
+// it, so no block barrier ties the warpgroups to each other. One ring of stages holds a
+// tile's K and V together; with Sh::kSplitKV, K and V have rings of their own, and a K stage
+// is free for the tile kStages ahead as soon as S is computed, before O += P V has read the
+// V stage beside it. The consumers take turns issuing their products, in warpgroup order
+// (named barriers 2, 3, ...), and each issues S of tile j together with O += P V of tile
+// j - 1, so its softmax of tile j runs while its own and the other warpgroups' products do.
 template <class Sh, class Elem, bool kPaged, bool kGeneral>
 __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
     fwd_kernel_tma(const FlashFwdParams p, TileOrder order, int tiles, int* sched, int piece_shift, bool joint,
@@ -1077,11 +1077,12 @@ bool launch(const FlashFwdParams& p, cudaStream_t st) {
     // Head size 128 (and 96 on its shape) over sequences longer than 1024 rows: three
     // warpgroups as well, with 80-key tiles without a right bound (64 when paged: whole 32-key
     // pieces; paged 80-key tiles, copied as 16-key pieces or as runs of 16-64 rows cut at page
-    // ends, ran 0.94-0.97x the 64-key ones) and 64-key tiles for causal varlen calls; at 160 registers a thread the 128-key tile's S and P no longer fit
-    // beside O. Workload A 1.04-1.07x, causal 1.04-1.06x, S16k 1.02-1.03x on the H200. Up to
-    // 1024 rows a 192-row tile wastes up to an eighth of its rows, and batched causal calls
-    // lost 5-7% to its masked corner (bench/RESULTS.md, 2026-12-04); windows bounded on both
-    // sides keep 128 rows.
+    // ends, ran 0.94-0.97x the 64-key ones) and 64-key tiles for causal varlen calls; at 160
+    // registers a thread the 128-key tile's S and P no longer fit beside O. Workload A
+    // 1.04-1.07x, causal 1.04-1.06x, S16k 1.02-1.03x on the H200. Up to 1024 rows a 192-row
+    // tile wastes up to an eighth of its rows, and batched causal calls lost 5-7% to its
+    // masked corner (bench/RESULTS.md, 2026-12-04); windows bounded on both sides keep 128
+    // rows.
     if constexpr (D == 128)
       if (max_sq > 1024) {
         const int max_sk = p.cu_seqlens_k ? p.max_seqlen_k : p.seqlen_k;

@@ -59,9 +59,8 @@ inline int paged_piece_shift(const FlashFwdParams& p, int block_n) {
 // size is whole panels (a panel past it would read the next head's channels, not zeros).
 // Varlen K/V are one sequence of p.kv_rows rows; batched K/V have seqlen_k rows per
 // sequence, so rows past a sequence's keys read as zeros; paged K/V are num_blocks blocks of
-// page_block_size rows. False when a call cannot be
-// described (coordinates are 32-bit; strides multiples of 16 bytes): the caller takes a path
-// without the copy engine.
+// page_block_size rows. False when a call cannot be described (coordinates are 32-bit;
+// strides multiples of 16 bytes): the caller takes a path without the copy engine.
 // `once`: each K/V byte is read once per call (the decode). Its L2 fills are 128 bytes, a
 // box row: on the H200 (bench/RESULTS.md, 2026-12-03 16:10-16:20) the paged decode streamed
 // K/V 4-7% faster than with 256-byte fills (B = 64 ctx 4096 4.32 against 4.11 TB/s, B = 128
