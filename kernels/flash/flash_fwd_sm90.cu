@@ -706,13 +706,12 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
       // dst_v), landing on barrier full; the caller announces the bytes on `full` first.
       auto copy_tile = [&](const CUtensorMap* map, uint32_t dst, bool both, uint32_t dst_v, uint32_t full, int nb) {
         const int t0 = nb * kBlockN;
+        // unpaged: the tile's first row and its sequence's index in the description
+        int row = static_cast<int>(w.sb.k_start) + t0, seq = p.cu_seqlens_k != nullptr ? 0 : w.b;
         if (joint) {  // one copy of all panels (paged: the tile is one piece)
-          int row, seq;
           if constexpr (kPaged) {
             const int pg = t0 / p.page_block_size;
             seq = page_block(p, w.b, pg), row = t0 - pg * p.page_block_size;
-          } else {
-            row = static_cast<int>(w.sb.k_start) + t0, seq = p.cu_seqlens_k != nullptr ? 0 : w.b;
           }
           tma_load_5d(dst, map, full, 0, row, 0, w.hk, seq);
           if (both) tma_load_5d(dst_v, &map_v, full, 0, row, 0, w.hk, seq);
@@ -729,7 +728,6 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
             }
           }
         } else {
-          const int row = static_cast<int>(w.sb.k_start) + t0, seq = p.cu_seqlens_k != nullptr ? 0 : w.b;
 #pragma unroll
           for (int panel = 0; panel < kD / 64; ++panel) {
             tma_load_4d(dst + panel * kBlockN * 128, map, full, panel * 64, row, w.hk, seq);
