@@ -405,6 +405,49 @@ TEST_CASE("attention CUDA graph: a captured multi-layer decode step replays with
   CHECK(cache.seq_len(1) == 104);
 }
 
+// A planned step's lengths and block table change only through update_step's copies from the
+// host, so the Hopper decode reads them before it waits for the kernel before it (here the
+// K/V write of the step's new tokens, launched right before). Eager steps that each update the
+// tables must each see their own: the same bits as the call built the candle way, which reads
+// them after the wait (and checks them on the device).
+TEST_CASE("attention plan_step: eager decode steps see the tables update_step wrote") {
+  SKIP_WITHOUT_CUDA();
+  const Device dev = Device::cuda(0);
+  const size_t hk = 8, h = 32, d = 128;
+  PagedKvCache cache(96, 64, hk, d, DType::BF16, dev);
+  const std::vector<uint64_t> ids{3, 4, 5};
+  const std::vector<size_t> prompt{900, 64, 1990};
+  for (size_t b = 0; b < ids.size(); ++b)
+    cache.append(ids[b], randn({prompt[b], hk, d}, DType::BF16, dev, 30 + b),
+                 randn({prompt[b], hk, d}, DType::BF16, dev, 40 + b));
+  FlashAttnVarLen op;
+  for (int s = 0; s < 4; ++s) {
+    std::vector<int64_t> slots;
+    for (uint64_t id : ids) slots.push_back(cache.reserve(id, 1)[0]);
+    const StepLayout layout = cache.step_layout(ids, {1, 1, 1}, /*min_cols=*/40, /*min_max_seqlen_k=*/2100,
+                                                /*min_max_seqlen_q=*/1);
+    if (s == 0) {
+      op = plan_step(layout, dev);
+      op.causal = true;
+    } else {
+      update_step(op, layout);
+    }
+    write_kv_slots(cache.k(), cache.v(), randn({3, hk, d}, DType::BF16, dev, 60 + s),
+                   randn({3, hk, d}, DType::BF16, dev, 70 + s), Tensor::from_vec(slots, Shape{3}, dev));
+    const Tensor q = randn({3, h, d}, DType::BF16, dev, 80 + s);
+    const std::vector<double> got = op.forward(q, cache.k(), cache.v()).to_f64_vec();
+    FlashAttnVarLen plain;
+    cache.bind(plain, ids);
+    plain.seqlens_q = u32_tensor({0, 1, 2, 3}, dev);
+    plain.max_seqlen_q = 1;
+    plain.max_seqlen_k = op.max_seqlen_k;  // the same split-KV count, so the same bits
+    plain.causal = true;
+    INFO("step ", s);
+    CHECK(got == plain.forward(q, cache.k(), cache.v()).to_f64_vec());
+  }
+  CHECK(cache.seq_len(5) == 1994);
+}
+
 TEST_CASE("gather device checks: a bad CUDA index gives zero rows and raises O17 at the next wait") {
   SKIP_WITHOUT_CUDA();
   const Device dev = Device::cuda(0);

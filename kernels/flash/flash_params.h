@@ -69,6 +69,11 @@ struct FlashFwdParams {
   // The kernels then read nothing but the verdict, and write NaN to every out and lse
   // element of the (contiguous, varlen) outputs. Null: the values were checked on the host.
   const uint32_t* verdict = nullptr;
+  // Set for the calls of an op made by plan_step: its cumulative lengths and block table are
+  // written only by copies from the host (plan_step, update_step), never by a kernel, so a
+  // kernel launched while the one before it still runs may read them before it waits for
+  // that kernel (the Hopper decode does).
+  bool tables_settled = false;
 };
 
 }  // namespace wick::kernels

@@ -403,6 +403,7 @@ AttnPlan plan_varlen(const FlashAttnVarLen& op, const Tensor& q, const Tensor& k
   if (planned_here(op)) {
     // plan_step checked every value on the host; only the comparisons with k remain.
     const StepTables& t = *op.planned;
+    p.tables_settled = true;
     if (t.last_q != static_cast<int64_t>(total_q)) throw Error("W06", w06_message(t.last_q, total_q));
     if (!paged && t.host_seqlens_k.back() > total_k) throw Error("W07", w07_message(t.host_seqlens_k.back(), total_k));
     if (paged && (t.min_entry < 0 || t.max_entry >= static_cast<int64_t>(num_blocks)))

@@ -41,7 +41,9 @@ struct StepLayout {
 // blocks) run at each call, on the host, against what is recorded here. Then uploads the tables to `device` (no wait) and returns an op with
 // seqlens_q, seqlens_k, max lengths, block_table and page_block_size set; set the scale, mask
 // and the rest, and call forward on every layer. Its calls do no device-side checks, as long
-// as its seqlens and block_table are the tensors made here.
+// as its seqlens and block_table are the tensors made here. Change their values only through
+// update_step: the calls trust the values checked here, and the Hopper decode reads them
+// before the kernel before it on the stream has finished (no kernel may write them).
 FlashAttnVarLen plan_step(const StepLayout& layout, const Device& device);
 
 // Writes a new step's layout into the tensors of an op made by plan_step (no wait), after the
