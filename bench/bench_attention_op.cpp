@@ -173,7 +173,8 @@ void prefill_modifiers(const Device& dev, const std::function<bool(const std::st
 // A decode step of 32 layers as a serving loop runs it: per layer, the new token's K/V into
 // the paged cache (write_kv_slots) and paged attention through one plan_step op; issued call
 // by call, then as one captured CUDA graph replayed (the same work). Beside them: the host's
-// time to issue one step into an idle stream, and each half of the step alone.
+// time to issue one step into an idle stream, and each half of the step alone, issued call
+// by call and as a graph of its own.
 void graph_step(const Device& dev, size_t B, size_t ctx) {
   constexpr int kLayers = 32;
   const size_t h = 32, hk = 8, d = 128, page = 64;
@@ -235,6 +236,18 @@ void graph_step(const Device& dev, size_t B, size_t ctx) {
   graph.end_capture();
   const double replay = us_per_call(dev, [&] { graph.replay(); }, kLongIters);
   const double replay_issue = g_issue_us;
+  // Each half captured alone: what each kernel chain costs the GPU without the host.
+  CudaGraph writes_graph(dev), attn_graph(dev);
+  writes_graph.begin_capture();
+  for (int l = 0; l < kLayers; ++l) write_kv_slots(kc[l], vc[l], k_new[l], v_new[l], slots);
+  writes_graph.end_capture();
+  attn_graph.begin_capture();
+  for (int l = 0; l < kLayers; ++l) op.forward_into(q[l], kc[l], vc[l], out[l], lse[l]);
+  attn_graph.end_capture();
+  const double writes_replay = us_per_call(dev, [&] { writes_graph.replay(); }, kLongIters);
+  const double writes_replay_issue = g_issue_us;
+  const double attn_replay = us_per_call(dev, [&] { attn_graph.replay(); }, kLongIters);
+  const double attn_replay_issue = g_issue_us;
   const std::string tag = "_B" + std::to_string(B) + "_ctx" + std::to_string(ctx);
   g_issue_us = eager_issue;
   emit("step32_eager" + tag, eager, "speedup", 1.0);
@@ -246,6 +259,10 @@ void graph_step(const Device& dev, size_t B, size_t ctx) {
   emit("step32_writes_only" + tag, writes, "of_eager", writes / eager);
   g_issue_us = attn_issue;
   emit("step32_attention_only" + tag, attn, "of_eager", attn / eager);
+  g_issue_us = writes_replay_issue;
+  emit("step32_graph_writes_only" + tag, writes_replay, "of_graph", writes_replay / replay);
+  g_issue_us = attn_replay_issue;
+  emit("step32_graph_attention_only" + tag, attn_replay, "of_graph", attn_replay / replay);
 }
 
 }  // namespace
