@@ -790,7 +790,11 @@ TEST_CASE("flash kernels: more query tiles than SMs (persistent CTAs walk severa
 // Head size 128 (and 96, which runs its shape) over sequences longer than 1024 rows: on an
 // sm_90 GPU three consumer warpgroups of 64 rows each, with 80-key tiles without a right
 // bound (64 when paged) and 64-key tiles for causal varlen calls. Lengths that leave a
-// 192-row tile's last warpgroups without rows, and key tails inside an 80-key tile.
+// 192-row tile's warpgroups without rows, and key tails inside an 80-key tile. The 192-row
+// tiles end at a sequence's last row, so its first tile is the partial one: rows below the
+// sequence's first, which are read as zeros and never written (NaN-poisoned outputs show a
+// stray store), under causal masks, windows and sq != sk. Head size 64 takes 192-row tiles
+// too (causal ones over 1024 rows): its cases close the list.
 TEST_CASE("flash kernels: 192-row tiles at head size 128 (sequences over 1024 rows)") {
   SKIP_WITHOUT_CUDA();
   std::vector<Case> cases;
@@ -824,6 +828,21 @@ TEST_CASE("flash kernels: 192-row tiles at head size 128 (sequences over 1024 ro
   c = batched_head_major_case("batched d128, 1100 rows, no mask", 1100, 1300, 128);
   c.causal = false, c.nh = 2, c.nhk = 1;
   c.sq.resize(2), c.sk.resize(2);
+  cases.push_back(c);
+  c = varlen_case("d64 GQA causal, 1025-1250 rows", 2, 1025, 1250, 64);
+  c.nh = 2, c.nhk = 1, c.causal = true;
+  cases.push_back(c);
+  c.name = "d64 causal, sk > sq, paged 64";
+  c.sk = c.sq, c.page = 64;
+  for (int& k : c.sk) k += 77;
+  cases.push_back(c);
+  c.name = "d64 window 200/30, sq > sk";
+  c.causal = false, c.page = 0, c.wl = 200, c.wr = 30;
+  c.sk = c.sq;
+  for (int& k : c.sk) k -= 150;
+  cases.push_back(c);
+  c = batched_head_major_case("batched d64 causal, 1100 rows", 1100, 1100, 64);
+  c.nh = 2, c.nhk = 1;
   cases.push_back(c);
   for (const Case& k : cases) check_case(k);
 }

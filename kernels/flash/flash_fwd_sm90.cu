@@ -82,7 +82,7 @@ namespace {
 // computes; measured 0.5-1.5% faster than two at D = 128 on the H200), else two (D = 256,
 // and the wider tiles at D = 192: Q and two stages take 216-225 KiB) and in the cp.async
 // kernel when paged (its block ids are read one tile ahead).
-template <int D, int M = 128, int N = (D > 128 ? 64 : 128)>
+template <int D, int M = 128, int N = (D > 128 ? 64 : 128), bool FromEnd = (M > N && M > 128)>
 struct Shape {
   static constexpr int kD = D;
   static constexpr int kBlockM = M;
@@ -95,6 +95,12 @@ struct Shape {
   // two stages leave no slack otherwise (measured on the H200: d256 +25-35%; at d128 0-1%
   // slower, so d64 and d128 keep one ring for the pair).
   static constexpr bool kSplitKV = D > 128;
+  // Whether the copy-engine kernel's tiles end at a sequence's last row (find_tile's
+  // kFromEnd): by default the 192-row tiles of fewer keys. With M == N it would gain
+  // nothing; the 128-row tiles of fewer keys (D > 128) keep the first row, since ptxas
+  // spilled 20-48 bytes more there with it; and D = 64's 192-row tiles (M > N) take it
+  // only under a causal mask (launch()).
+  static constexpr bool kFromEnd = FromEnd;
   // three K/V stages where they fit beside Q (all but D = 256), two in the paged cp.async kernel
   template <bool kPaged>
   static constexpr int kStages = !kPaged && 1024 + kQBytes + 6 * kTileBytes <= 227 * 1024 ? 3 : 2;
@@ -148,12 +154,20 @@ __device__ __forceinline__ void load_swizzled(uint32_t dst, const Elem* rows, in
 // 0. The CTA's work: (query tile, head, sequence), in the order of tile_order.h, and the
 //    key tiles [nb_lo, nb_hi) any of its rows can see (contract.h), so wholly masked key
 //    tiles are never loaded.
+// r0 is the tile's first row; below 0 in a sequence's first tile when the tiles end at its
+// last row (find_tile's kFromEnd), and rows below 0 hold nothing. The sequence's rows of the
+// tile are [max(r0, 0), r_end).
 struct TileWork {
   int h, b, hk, r0, r_end, off, nb_lo, nb_hi;
   SeqBounds sb;
   Range<int> unmasked;  // keys every row of the tile sees: tiles inside need no mask
 };
-template <class Sh>
+// kFromEnd: a sequence's tiles end at its last row, so when kBlockM does not divide its rows
+// the partial tile is the first, not the last. Under a causal mask the first tile sees the
+// fewest keys, so its empty rows cost the fewest products: with 192-row tiles and 64-key
+// tiles, 4096 rows compute 0.955 useful where tiles from the first row compute 0.902 (the
+// last tile's 128 empty rows saw every key). Without a mask both cost the same.
+template <class Sh, bool kFromEnd = false>
 __device__ __forceinline__ bool find_tile(const FlashFwdParams& p, TileOrder order, int index, TileWork& w) {
   constexpr int kBlockM = Sh::kBlockM, kBlockN = Sh::kBlockN;
   const TileSlot slot = tile_slot(order, p.num_heads * p.batch, index);
@@ -162,10 +176,11 @@ __device__ __forceinline__ bool find_tile(const FlashFwdParams& p, TileOrder ord
   w.sb = seq_bounds(p, w.b);
   w.r0 = slot.m_block * kBlockM;
   if (w.r0 >= w.sb.sq) return false;
+  if (kFromEnd) w.r0 -= (kBlockM - w.sb.sq % kBlockM) % kBlockM;
   w.r_end = min(w.sb.sq, w.r0 + kBlockM);
   w.hk = kv_head(p, w.h);
   w.off = static_cast<int>(key_position(w.sb, 0));
-  const int pos_first = w.r0 + w.off, pos_last = w.r_end - 1 + w.off;
+  const int pos_first = (kFromEnd ? max(w.r0, 0) : w.r0) + w.off, pos_last = w.r_end - 1 + w.off;
   const Range<int> tile_keys = visible_keys_of_rows<int>(p, w.b, pos_first, pos_last, w.sb.sk);
   w.unmasked = window_keys_of_all_rows<int>(p, pos_first, pos_last, w.sb.sk);
   w.nb_lo = tile_keys.begin / kBlockN;
@@ -227,6 +242,15 @@ __device__ __forceinline__ Fragment fragment_of(const TileWork& w) {
   return Fragment{w.r0 + 64 * (warp / 4) + 16 * (warp % 4) + lane / 4, lane % 4};
 }
 
+// The row whose mask row f.row_lo + 8 i takes: itself, or for rows outside the sequence (a
+// tile's empty rows, never written) the nearest row inside it, so they see keys too and
+// their softmax stays finite.
+template <bool kFromEnd>
+__device__ __forceinline__ int row_in_seq(const Fragment& f, int i, const TileWork& w) {
+  const int r = min(f.row_lo + 8 * i, w.sb.sq - 1);
+  return kFromEnd ? max(r, 0) : r;
+}
+
 // a. S = Q K^T for this warpgroup's 64 rows (q_wg: its rows of the swizzled Q tile), issued
 //    and committed; the caller waits.
 template <class Sh, class Elem>
@@ -244,14 +268,14 @@ __device__ __forceinline__ void issue_qk(float (&s)[Sh::kBlockN / 2], uint32_t q
 
 // Masks (causal, sliding window, keys past sk) on the tiles that need them: each row's
 // visible keys are one interval.
-template <int kBlockN>
+template <int kBlockN, bool kFromEnd>
 __device__ __forceinline__ void mask_tile(float (&s)[kBlockN / 2], const FlashFwdParams& p, const TileWork& w,
                                           const Fragment& f, int nb) {
   const int t_tile = nb * kBlockN;
   if (t_tile >= w.unmasked.begin && t_tile + kBlockN <= w.unmasked.end) return;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    const int r = min(f.row_lo + 8 * i, w.sb.sq - 1);
+    const int r = row_in_seq<kFromEnd>(f, i, w);
     const Range<int> window = window_keys<int>(p, r + w.off, w.sb.sk);
     const int lo = window.begin - t_tile - 2 * f.t, hi = window.end - t_tile - 2 * f.t;
 #pragma unroll
@@ -269,14 +293,14 @@ __device__ __forceinline__ void mask_tile(float (&s)[kBlockN / 2], const FlashFw
 // flash_common.cuh), the softmax that follows runs with scale 1, and masked tiles test each
 // key against a row's two intervals (mask_tile_ranges). The plain instances keep the code
 // above: none of this reaches their registers or instruction cache.
-template <int kBlockN>
+template <int kBlockN, bool kFromEnd>
 __device__ __forceinline__ void general_logits(float (&s)[kBlockN / 2], const FlashFwdParams& p, const TileWork& w,
                                                const Fragment& f, int nb) {
   const int t_first = nb * kBlockN + 2 * f.t;  // the key of this thread's element (j, c) is t_first + 8 j + c
   const GeneralLogit lg(p, alibi_slope(p, w.h));
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    const float dist0 = static_cast<float>(min(f.row_lo + 8 * i, w.sb.sq - 1) + w.off - t_first);
+    const float dist0 = static_cast<float>(row_in_seq<kFromEnd>(f, i, w) + w.off - t_first);
     auto each = [&](auto logit) {
 #pragma unroll
       for (int j = 0; j < kBlockN / 8; ++j)
@@ -292,14 +316,14 @@ __device__ __forceinline__ void general_logits(float (&s)[kBlockN / 2], const Fl
 }
 // Masks with mm-prefix ranges, on the tiles that need a mask: a row sees two intervals of
 // keys, its window's and its mm-prefix ranges' (mm_keys_of_row, contract.h).
-template <int kBlockN>
+template <int kBlockN, bool kFromEnd>
 __device__ __forceinline__ void mask_tile_ranges(float (&s)[kBlockN / 2], const FlashFwdParams& p,
                                                  const TileWork& w, const Fragment& f, int nb) {
   const int t_tile = nb * kBlockN;
   if (t_tile >= w.unmasked.begin && t_tile + kBlockN <= w.unmasked.end) return;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    const int pos = min(f.row_lo + 8 * i, w.sb.sq - 1) + w.off;
+    const int pos = row_in_seq<kFromEnd>(f, i, w) + w.off;
     const Range<int> window = window_keys<int>(p, pos, w.sb.sk), shared = mm_keys_of_row<int>(p, w.b, pos, w.sb.sk);
     const int base = t_tile + 2 * f.t;
     const int lo = window.begin - base, hi = window.end - base;
@@ -313,14 +337,14 @@ __device__ __forceinline__ void mask_tile_ranges(float (&s)[kBlockN / 2], const 
       }
   }
 }
-template <int kBlockN, bool kGeneral>
+template <int kBlockN, bool kGeneral, bool kFromEnd>
 __device__ __forceinline__ void logits_tile(float (&s)[kBlockN / 2], const FlashFwdParams& p, const TileWork& w,
                                             const Fragment& f, int nb) {
   if constexpr (kGeneral) {
-    general_logits<kBlockN>(s, p, w, f, nb);
-    mask_tile_ranges<kBlockN>(s, p, w, f, nb);
+    general_logits<kBlockN, kFromEnd>(s, p, w, f, nb);
+    mask_tile_ranges<kBlockN, kFromEnd>(s, p, w, f, nb);
   } else {
-    mask_tile<kBlockN>(s, p, w, f, nb);
+    mask_tile<kBlockN, kFromEnd>(s, p, w, f, nb);
   }
 }
 
@@ -415,7 +439,7 @@ __device__ __forceinline__ uint4 quad_transpose(uint32_t a0, uint32_t a1, uint32
   const uint32_t r3 = __shfl_xor_sync(0xffffffffu, high ? c1 : c3, 2);
   return uint4{high ? r2 : c0, high ? r3 : c1, high ? c2 : r2, high ? c3 : r3};
 }
-template <int D, class Elem>
+template <int D, class Elem, bool kFromEnd>
 __device__ __forceinline__ void write_rows(const FlashFwdParams& p, const TileWork& w, const Fragment& f,
                                            const float (&o)[D / 2], const float (&m_run)[2],
                                            const float (&l_run)[2], float sc) {
@@ -425,7 +449,7 @@ __device__ __forceinline__ void write_rows(const FlashFwdParams& p, const TileWo
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
     const int r = f.row_lo + 8 * i;
-    const bool in_tile = r < w.r_end;
+    const bool in_tile = (!kFromEnd || r >= 0) && r < w.r_end;
     const float inv = row_inv_sum(l);  // contract step 5: NaN stays NaN
     Elem* dst = static_cast<Elem*>(p.out) + o_offset(p, w.b, w.sb, r, w.h);
     auto pair = [&](int j) { return pack2<Elem>(o[4 * j + 2 * i] * inv, o[4 * j + 2 * i + 1] * inv); };
@@ -568,7 +592,7 @@ __global__ void __launch_bounds__(Sh::kThreads, 1) fwd_kernel(const FlashFwdPara
     issue_qk<Sh, Elem>(s, q_wg, sK + stage * kTileBytes);
     wgmma_wait<0>();
     fence_operands(s);
-    mask_tile<kBlockN>(s, p, w, f, nb);
+    mask_tile<kBlockN, false>(s, p, w, f, nb);
     float corr[2];
     online_softmax<kBlockN>(s, m_run, l_run, sc, corr);
     rescale_o<kD>(o, corr);
@@ -580,7 +604,7 @@ __global__ void __launch_bounds__(Sh::kThreads, 1) fwd_kernel(const FlashFwdPara
     fence_operands(a);
   }
   cp_async_wait<0>();  // no copy may still be landing when the CTA exits
-  write_rows<kD, Elem>(p, w, f, o, m_run, l_run, sc);
+  write_rows<kD, Elem, false>(p, w, f, o, m_run, l_run, sc);
 #else
   __trap();  // built for sm_90a only; any other target has no body
 #endif
@@ -688,12 +712,13 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
     // the consumers, so the claim's round trip to global memory runs while they work.
     for (int index = publish_next(); index < tiles; index = publish_next()) {
       TileWork w;
-      find_tile<Sh>(p, order, index, w);  // true: only tiles with rows are published
+      find_tile<Sh, Sh::kFromEnd>(p, order, index, w);  // true: only tiles with rows are published
       // The tile's Q rows into L2, one 128-byte line at a time: the consumers copy them (load_q)
       // once the tile before has seen its last key tile, about kS key tiles from now, and then
       // wait on L2 instead of DRAM.
-      const Elem* q_row = static_cast<const Elem*>(p.q) + q_offset(p, w.b, w.sb, w.r0 + lane, w.h);
-      for (int r = w.r0 + lane; r < w.r_end; r += 32, q_row += 32 * p.q_row_stride)
+      const int r_lo = Sh::kFromEnd ? max(w.r0, 0) : w.r0;
+      const Elem* q_row = static_cast<const Elem*>(p.q) + q_offset(p, w.b, w.sb, r_lo + lane, w.h);
+      for (int r = r_lo + lane; r < w.r_end; r += 32, q_row += 32 * p.q_row_stride)
         for (int c = 0; c < p.head_size; c += 64) prefetch_l2(q_row + c);
       auto pieces = [&](int nb) {
         return min(kBlockN >> piece_shift, (w.sb.sk - nb * kBlockN + piece - 1) >> piece_shift);
@@ -780,13 +805,16 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
   //    warps with its named barrier; the next tile's rows are copied as soon as this tile's
   //    last S is done, so they land while its last product and epilogue run.
   const int q_bar = 2 + kWG + wg;
+  //    Rows outside the sequence (a first tile's rows below 0, a last one's past its end)
+  //    read as zeros.
   auto load_q = [&](const TileWork& w) {
-    const int r0 = w.r0 + 64 * wg, valid = min(64, w.r_end - r0);
-    const Elem* src = static_cast<const Elem*>(p.q) + q_offset(p, w.b, w.sb, r0, w.h);
+    const int r0 = w.r0 + 64 * wg, skip = Sh::kFromEnd ? max(-r0, 0) : 0, valid = min(64, w.r_end - r0);
+    const Elem* src = static_cast<const Elem*>(p.q) + q_offset(p, w.b, w.sb, r0 + skip, w.h);
     for (int c = wtid; c < 64 * (kD / 8); c += 128) {
       const int row = c / (kD / 8), col = (c % (kD / 8)) * 8;
-      const bool ok = row < valid && col < p.head_size;  // zeros past a padded shape's head size
-      cp_async_16(sQ + swizzled_offset(kBlockM, 64 * wg + row, col), ok ? src + row * p.q_row_stride + col : src, ok);
+      const bool ok = row >= skip && row < valid && col < p.head_size;  // zeros past a padded shape's head size
+      cp_async_16(sQ + swizzled_offset(kBlockM, 64 * wg + row, col),
+                  ok ? src + (row - skip) * p.q_row_stride + col : src, ok);
     }
     cp_async_commit();
   };
@@ -806,7 +834,7 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
   // The next round's tile if it has keys to see, into nw (-1: none, or no keys).
   auto next_with_keys = [&](int r, TileWork& nw) {
     const int index = tile_of(r + 1);
-    return index < tiles && find_tile<Sh>(p, order, index, nw) && nw.nb_lo < nw.nb_hi ? index : -1;
+    return index < tiles && find_tile<Sh, Sh::kFromEnd>(p, order, index, nw) && nw.nb_lo < nw.nb_hi ? index : -1;
   };
   // Turns: warpgroup g issues its products after bar_sync(2 + g) and hands the turn to the
   // next warpgroup with bar_arrive(2 + (g + 1) % kWG); each barrier counts the two
@@ -863,7 +891,7 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
     fence_operands(s);
     if (kSplitKV) release(empty_k, it);
     if (w.nb_lo + 1 == w.nb_hi) prefetch_q(r);
-    logits_tile<kBlockN, kGeneral>(s, p, w, fragment_of(w), w.nb_lo);
+    logits_tile<kBlockN, kGeneral, Sh::kFromEnd>(s, p, w, fragment_of(w), w.nb_lo);
     float corr[2];
     online_softmax<kBlockN>(s, m_run, l_run, sc, corr);
     pack_p<kBlockN, Elem>(s, a);
@@ -878,7 +906,7 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
     const int index = tile_of(r);
     if (index >= tiles) break;
     TileWork w;
-    find_tile<Sh>(p, order, index, w);  // true: only tiles with rows are published
+    find_tile<Sh, Sh::kFromEnd>(p, order, index, w);  // true: only tiles with rows are published
     const Fragment f = fragment_of(w);
     if (!started) start_rows();
     if (w.nb_lo < w.nb_hi) {
@@ -910,7 +938,7 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
         fence_operands(s);
         if (kSplitKV) release(empty_k, it);
         if (nb + 1 == w.nb_hi) prefetch_q(r);
-        logits_tile<kBlockN, kGeneral>(s, p, w, f, nb);
+        logits_tile<kBlockN, kGeneral, Sh::kFromEnd>(s, p, w, f, nb);
         float corr[2];
         online_softmax<kBlockN>(s, m_run, l_run, sc, corr);
         wgmma_wait<0>();  // O += P V of tile nb - 1
@@ -945,7 +973,7 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
         fence_operands(o);
         fence_operands(a);
         release(kSplitKV ? empty_v : empty_k, it - 1);
-        write_rows<kD, Elem>(p, w, f, o, m_run, l_run, sc);
+        write_rows<kD, Elem, Sh::kFromEnd>(p, w, f, o, m_run, l_run, sc);
         start_rows();
         wgmma_wait<0>();  // the next tile's first S
         first_softmax(s, nw, r + 1);
@@ -961,7 +989,7 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
       fence_operands(a);
       release(kSplitKV ? empty_v : empty_k, it - 1);
     }
-    write_rows<kD, Elem>(p, w, f, o, m_run, l_run, sc);
+    write_rows<kD, Elem, Sh::kFromEnd>(p, w, f, o, m_run, l_run, sc);
     if (!kGiveBackAtStart) give_back(r);
   }
   if (wg == 0) bar_sync(2, kTurn);
@@ -1060,7 +1088,11 @@ bool launch_tma(const FlashFwdParams& p, cudaStream_t st) {
 // its products are half as long as at 128 while the softmax per key tile is not, and a
 // third warpgroup's products cover it. Not for causal (or right-bounded window) calls of at
 // most 1024 query rows per sequence, where the wider tile's masked corner costs more than
-// that gains (both measured on the H200, bench/RESULTS.md).
+// that gains (both measured on the H200, bench/RESULTS.md). Right-bounded calls take tiles
+// that end at a sequence's last row (Shape::kFromEnd): on the H200 S4k causal 1.02-1.04x,
+// workload A causal 1.01-1.02x. Calls without a right bound gain nothing by it, and ptxas
+// spilled more with it (80/156 bytes against 64/104; those calls ran 0.98-1.00x), so
+// they keep the tiles that start at the first row.
 // Calls with general logits (softcap, ALiBi, mm-prefix ranges, a softmax scale that is not
 // positive) run the copy-engine kernel's general instance of the plain tile shape; false
 // (nothing launched) when the copy engine cannot describe their K/V: the sm_80 family takes
@@ -1071,22 +1103,27 @@ bool launch(const FlashFwdParams& p, cudaStream_t st) {
   if (use_tma()) {
     const int max_sq = p.cu_seqlens_q ? p.max_seqlen_q : p.seqlen_q;
     if constexpr (D == 64)
-      if ((p.window_right < 0 || max_sq > 1024) && launch_tma<Shape<D, 192>, Elem, kPaged>(p, st)) return true;
+      if (p.window_right < 0 ? launch_tma<Shape<D, 192, 128, false>, Elem, kPaged>(p, st)
+                             : max_sq > 1024 && launch_tma<Shape<D, 192, 128, true>, Elem, kPaged>(p, st))
+        return true;
     // Head size 128 (and 96 on its shape) over sequences longer than 1024 rows: three
-    // warpgroups as well, with 80-key tiles without a right bound (64 when paged: whole 32-key
-    // pieces; paged 80-key tiles, copied as 16-key pieces or as runs of 16-64 rows cut at page
-    // ends, ran 0.94-0.97x the 64-key ones) and 64-key tiles for causal varlen calls; at 160
-    // registers a thread the 128-key tile's S and P no longer fit beside O. Workload A
-    // 1.04-1.07x, causal 1.04-1.06x, S16k 1.02-1.03x on the H200. Up to 1024 rows a 192-row
-    // tile wastes up to an eighth of its rows, and batched causal calls lost 5-7% to its
-    // masked corner (bench/RESULTS.md, 2026-12-04); windows bounded on both sides keep 128
-    // rows.
+    // warpgroups as well, with 80-key tiles (64 when paged: whole 32-key pieces; paged 80-key
+    // tiles, copied as 16-key pieces or as runs of 16-64 rows cut at page ends, ran 0.94-0.97x
+    // the 64-key ones) without a right bound and for causal varlen calls; at 160 registers a
+    // thread the 128-key tile's S and P no longer fit beside O. Workload A 1.04-1.07x, causal
+    // 1.04-1.06x, S16k 1.02-1.03x on the H200; causal varlen calls ran 64-key tiles until the
+    // tiles ended at a sequence's last row (find_tile), and 80-key tiles then measured
+    // 1.02-1.04x. Up to 1024 rows a 192-row tile wastes up to an eighth of its rows; batched
+    // causal calls lost 5-7% to its masked corner, and 2-7% at 4k rows with 64- or 80-key
+    // tiles ending at the last row (bench/RESULTS.md, 2026-12-04), so they keep 128 rows, as
+    // do windows bounded on both sides.
     if constexpr (D == 128)
       if (max_sq > 1024) {
         const int max_sk = p.cu_seqlens_k ? p.max_seqlen_k : p.seqlen_k;
         const bool causal = p.window_right >= 0 && (p.window_left < 0 || p.window_left >= max_sk);
-        if (p.window_right < 0 && launch_tma<Shape<D, 192, kPaged ? 64 : 80>, Elem, kPaged>(p, st)) return true;
-        if (causal && p.cu_seqlens_q && launch_tma<Shape<D, 192, 64>, Elem, kPaged>(p, st)) return true;
+        if ((p.window_right < 0 || (causal && p.cu_seqlens_q)) &&
+            launch_tma<Shape<D, 192, kPaged ? 64 : 80>, Elem, kPaged>(p, st))
+          return true;
       }
     // Unpaged head sizes 192 and 256: 112- and 80-key tiles in two stages, 6-14% faster than
     // 64-key tiles from 4k tokens up (3% slower at d256 causal over 1k-token sequences;
