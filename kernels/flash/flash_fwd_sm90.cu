@@ -98,8 +98,9 @@ struct Shape {
   // Whether the copy-engine kernel's tiles end at a sequence's last row (find_tile's
   // kFromEnd): by default the 192-row tiles of fewer keys. With M == N it would gain
   // nothing; the 128-row tiles of fewer keys (D > 128) keep the first row, since ptxas
-  // spilled 20-48 bytes more there with it; and D = 64's 192-row tiles (M > N) take it
-  // only under a causal mask (launch()).
+  // spilled 20-48 bytes more there with it; and launch() picks it for D = 64's 192-row
+  // tiles under a right bound only, and not for D = 128's paged ones (64/128 bytes of
+  // spills against none, and no gain measured).
   static constexpr bool kFromEnd = FromEnd;
   // three K/V stages where they fit beside Q (all but D = 256), two in the paged cp.async kernel
   template <bool kPaged>
@@ -1122,7 +1123,7 @@ bool launch(const FlashFwdParams& p, cudaStream_t st) {
         const int max_sk = p.cu_seqlens_k ? p.max_seqlen_k : p.seqlen_k;
         const bool causal = p.window_right >= 0 && (p.window_left < 0 || p.window_left >= max_sk);
         if ((p.window_right < 0 || (causal && p.cu_seqlens_q)) &&
-            launch_tma<Shape<D, 192, kPaged ? 64 : 80>, Elem, kPaged>(p, st))
+            launch_tma<Shape<D, 192, kPaged ? 64 : 80, !kPaged>, Elem, kPaged>(p, st))
           return true;
       }
     // Unpaged head sizes 192 and 256: 112- and 80-key tiles in two stages, 6-14% faster than
