@@ -34,8 +34,10 @@
 //
 // Steps, mapped to the CPU algorithm (ops/attention/cpu.cpp):
 //   0. work unit = (query tile of 128 rows, head, sequence); two warpgroups of 4 warps, each
-//      owning 64 rows (three and 192 rows at head size 64). The keys any row of the tile can
-//      see are found up front (contract.h), so wholly masked key tiles are never loaded.
+//      owning 64 rows (three and 192 rows at head size 64, and at 128 over sequences longer
+//      than 1024 rows; most 192-row tiles end at their sequence's last row, find_tile). The
+//      keys any row of the tile can see are found up front (contract.h), so wholly masked
+//      key tiles are never loaded.
 //   1. Q tile -> shared memory (cp.async into the 128-byte swizzled layout wgmma reads).
 //   2. for each key tile of kBlockN keys (128; 64 above head size 128) in two or three
 //      shared-memory stages (Shape below), the next tiles loading while tile j computes:
