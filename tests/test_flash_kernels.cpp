@@ -788,8 +788,8 @@ TEST_CASE("flash kernels: more query tiles than SMs (persistent CTAs walk severa
 }
 
 // Head size 128 (and 96, which runs its shape) over sequences longer than 1024 rows: on an
-// sm_90 GPU three consumer warpgroups of 64 rows each, with 80-key tiles without a right
-// bound (64 when paged) and 64-key tiles for causal varlen calls. Lengths that leave a
+// sm_90 GPU three consumer warpgroups of 64 rows each, with 80-key tiles (64 when paged)
+// without a right bound and for causal varlen calls. Lengths that leave a
 // 192-row tile's warpgroups without rows, and key tails inside an 80-key tile. The 192-row
 // tiles end at a sequence's last row, so its first tile is the partial one: rows below the
 // sequence's first, which are read as zeros and never written (NaN-poisoned outputs show a

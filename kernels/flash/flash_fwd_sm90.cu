@@ -165,14 +165,15 @@ struct TileWork {
   SeqBounds sb;
   Range<int> unmasked;  // keys every row of the tile sees: tiles inside need no mask
 };
-// kFromEnd: a sequence's tiles end at its last row, so when kBlockM does not divide its rows
-// the partial tile is the first, not the last. Under a causal mask the first tile sees the
+// Sh::kFromEnd: a sequence's tiles end at its last row, so when kBlockM does not divide its
+// rows the partial tile is the first, not the last. Under a causal mask the first tile sees the
 // fewest keys, so its empty rows cost the fewest products: with 192-row tiles and 64-key
 // tiles, 4096 rows compute 0.955 useful where tiles from the first row compute 0.902 (the
 // last tile's 128 empty rows saw every key). Without a mask both cost the same.
-template <class Sh, bool kFromEnd = false>
+template <class Sh>
 __device__ __forceinline__ bool find_tile(const FlashFwdParams& p, TileOrder order, int index, TileWork& w) {
   constexpr int kBlockM = Sh::kBlockM, kBlockN = Sh::kBlockN;
+  constexpr bool kFromEnd = Sh::kFromEnd;
   const TileSlot slot = tile_slot(order, p.num_heads * p.batch, index);
   w.h = slot.column % p.num_heads;
   w.b = slot.column / p.num_heads;
@@ -474,6 +475,7 @@ __device__ __forceinline__ void write_rows(const FlashFwdParams& p, const TileWo
 template <class Sh, class Elem, bool kPaged>
 __global__ void __launch_bounds__(Sh::kThreads, 1) fwd_kernel(const FlashFwdParams p, TileOrder order) {
   static_assert(!kPaged || Sh::kBlockN % 32 == 0, "paged: whole 32-key quarters");
+  static_assert(!Sh::kFromEnd, "its Q copy (load_swizzled) starts at the tile's first row");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kD = Sh::kD, kBlockN = Sh::kBlockN, kS = Sh::template kStages<kPaged>;
   constexpr int kBlockM = Sh::kBlockM, kThreads = Sh::kThreads;
@@ -715,7 +717,7 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
     // the consumers, so the claim's round trip to global memory runs while they work.
     for (int index = publish_next(); index < tiles; index = publish_next()) {
       TileWork w;
-      find_tile<Sh, Sh::kFromEnd>(p, order, index, w);  // true: only tiles with rows are published
+      find_tile<Sh>(p, order, index, w);  // true: only tiles with rows are published
       // The tile's Q rows into L2, one 128-byte line at a time: the consumers copy them (load_q)
       // once the tile before has seen its last key tile, about kS key tiles from now, and then
       // wait on L2 instead of DRAM.
@@ -837,7 +839,7 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
   // The next round's tile if it has keys to see, into nw (-1: none, or no keys).
   auto next_with_keys = [&](int r, TileWork& nw) {
     const int index = tile_of(r + 1);
-    return index < tiles && find_tile<Sh, Sh::kFromEnd>(p, order, index, nw) && nw.nb_lo < nw.nb_hi ? index : -1;
+    return index < tiles && find_tile<Sh>(p, order, index, nw) && nw.nb_lo < nw.nb_hi ? index : -1;
   };
   // Turns: warpgroup g issues its products after bar_sync(2 + g) and hands the turn to the
   // next warpgroup with bar_arrive(2 + (g + 1) % kWG); each barrier counts the two
@@ -909,7 +911,7 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
     const int index = tile_of(r);
     if (index >= tiles) break;
     TileWork w;
-    find_tile<Sh, Sh::kFromEnd>(p, order, index, w);  // true: only tiles with rows are published
+    find_tile<Sh>(p, order, index, w);  // true: only tiles with rows are published
     const Fragment f = fragment_of(w);
     if (!started) start_rows();
     if (w.nb_lo < w.nb_hi) {
