@@ -844,6 +844,26 @@ TEST_CASE("flash kernels: 192-row tiles at head size 128 (sequences over 1024 ro
   c = batched_head_major_case("batched d64 causal, 1100 rows", 1100, 1100, 64);
   c.nh = 2, c.nhk = 1;
   cases.push_back(c);
+  // Partial tiles of 18, 40, 44 and 100 rows, so one or two of a tile's warpgroups hold none
+  // of its rows and issue no products: at head size 64 the partial tile is the last, at 128
+  // the first (a 40-row sequence is one tile with two such warpgroups); at 256, 128-row
+  // tiles chain into the next tile whose warpgroups may differ in that.
+  c = Case{};
+  c.name = "d64 no mask, partial tiles of 40 and 100 rows";
+  c.sq = {1000, 1060}, c.sk = c.sq, c.nh = 2, c.nhk = 1;
+  cases.push_back(c);
+  c.name = "d128 no mask, partial tiles of 18, 40 and 100 rows";
+  c.hs = 128, c.sq = {1170, 40, 1060}, c.sk = c.sq;
+  cases.push_back(c);
+  c.name = "d128 causal, partial tiles of 18, 40 and 100 rows";
+  c.causal = true;
+  cases.push_back(c);
+  c.name = "d128 paged 64, partial tiles of 18, 40 and 100 rows";
+  c.causal = false, c.page = 64;
+  cases.push_back(c);
+  c.name = "d256 causal, tiles of 40 and 44 rows";
+  c.hs = 256, c.page = 0, c.causal = true, c.sq = {300, 40, 172}, c.sk = c.sq;
+  cases.push_back(c);
   for (const Case& k : cases) check_case(k);
 }
 
