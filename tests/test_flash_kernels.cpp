@@ -845,9 +845,10 @@ TEST_CASE("flash kernels: 192-row tiles at head size 128 (sequences over 1024 ro
   c.nh = 2, c.nhk = 1;
   cases.push_back(c);
   // Partial tiles of 18, 40, 44 and 100 rows, so one or two of a tile's warpgroups hold none
-  // of its rows and issue no products: at head size 64 the partial tile is the last, at 128
-  // the first (a 40-row sequence is one tile with two such warpgroups); at 256, 128-row
-  // tiles chain into the next tile whose warpgroups may differ in that.
+  // of its rows (they still compute; nothing of theirs may be written): at head size 64 the
+  // partial tile is the last, at 128 the first (a 40-row sequence is one tile with two such
+  // warpgroups); at 256, 128-row tiles chain into the next tile, whose warpgroups may differ
+  // in that.
   c = Case{};
   c.name = "d64 no mask, partial tiles of 40 and 100 rows";
   c.sq = {1000, 1060}, c.sk = c.sq, c.nh = 2, c.nhk = 1;

@@ -165,6 +165,11 @@ struct TileWork {
   SeqBounds sb;
   Range<int> unmasked;  // keys every row of the tile sees: tiles inside need no mask
 };
+// The tile's first row inside its sequence, max(r0, 0).
+template <class Sh>
+__device__ __forceinline__ int first_row_in_seq(const TileWork& w) {
+  return Sh::kFromEnd ? max(w.r0, 0) : w.r0;
+}
 // Sh::kFromEnd: a sequence's tiles end at its last row, so when kBlockM does not divide its
 // rows the partial tile is the first, not the last. Under a causal mask the first tile sees the
 // fewest keys, so its empty rows cost the fewest products: with 192-row tiles and 64-key
@@ -184,7 +189,7 @@ __device__ __forceinline__ bool find_tile(const FlashFwdParams& p, TileOrder ord
   w.r_end = min(w.sb.sq, w.r0 + kBlockM);
   w.hk = kv_head(p, w.h);
   w.off = static_cast<int>(key_position(w.sb, 0));
-  const int pos_first = (kFromEnd ? max(w.r0, 0) : w.r0) + w.off, pos_last = w.r_end - 1 + w.off;
+  const int pos_first = first_row_in_seq<Sh>(w) + w.off, pos_last = w.r_end - 1 + w.off;
   const Range<int> tile_keys = visible_keys_of_rows<int>(p, w.b, pos_first, pos_last, w.sb.sk);
   w.unmasked = window_keys_of_all_rows<int>(p, pos_first, pos_last, w.sb.sk);
   w.nb_lo = tile_keys.begin / kBlockN;
@@ -721,7 +726,7 @@ __global__ void __launch_bounds__(Sh::kThreads + 128, 1)
       // The tile's Q rows into L2, one 128-byte line at a time: the consumers copy them (load_q)
       // once the tile before has seen its last key tile, about kS key tiles from now, and then
       // wait on L2 instead of DRAM.
-      const int r_lo = Sh::kFromEnd ? max(w.r0, 0) : w.r0;
+      const int r_lo = first_row_in_seq<Sh>(w);
       const Elem* q_row = static_cast<const Elem*>(p.q) + q_offset(p, w.b, w.sb, r_lo + lane, w.h);
       for (int r = r_lo + lane; r < w.r_end; r += 32, q_row += 32 * p.q_row_stride)
         for (int c = 0; c < p.head_size; c += 64) prefetch_l2(q_row + c);
