@@ -116,8 +116,8 @@ void copy_into(const Tensor& dst, const Tensor& src);
 // Reduce x over `dims` (each in [-rank, rank), no repeats): sum(x, {0, -1}), sum(x, 1).
 // keepdim keeps them as size-1 dims, else they are removed (all dims removed -> a rank-0
 // tensor). Empty `dims` reduces nothing (a copy). sum/max/min: every dtype (integer sums wrap
-// modulo 2^bits of the input dtype, on every device); mean: float dtypes. max/min over an
-// empty dim is an error.
+// modulo 2^bits of the input dtype, on every device); mean: float dtypes, NaN over an empty
+// dim (0 / 0). max/min over an empty dim is an error, unless the result is empty too.
 Tensor sum(const Tensor& x, const DimList& dims, bool keepdim = false);
 Tensor mean(const Tensor& x, const DimList& dims, bool keepdim = false);
 Tensor max(const Tensor& x, const DimList& dims, bool keepdim = false);

@@ -4,6 +4,7 @@
 //   sum: g broadcast back over the reduced dims      mean: the same, divided by the count
 //   max/min: g routed to every element equal to the result (ties all receive it, as candle)
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 #include "kernels/reduce.h"
@@ -129,7 +130,8 @@ Tensor mean(const Tensor& x, const DimList& dims, bool keepdim) {
   std::vector<size_t> rd = check_dims("mean", x, dims);
   size_t count = 1;
   for (size_t d : rd) count *= x.dim(d);
-  const double scale = count ? 1.0 / static_cast<double>(count) : 0.0;
+  // The mean of no elements is 0 / 0: NaN, as numpy and PyTorch give.
+  const double scale = count ? 1.0 / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN();
   Tensor out;
   {
     autograd::NoGradGuard no_grad;  // the node below is mean's, not sum's and affine's

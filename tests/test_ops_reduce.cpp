@@ -1,5 +1,6 @@
 // Reductions, softmax and norms against plain double loops, on every device and layout.
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "test_ops_util.h"
@@ -69,6 +70,27 @@ TEST_CASE("ops: sum, mean, max, min over dim lists, keepdim or not") {
     for (double v : x.to_f64_vec()) total += v;
     CHECK(sum_all(x).item() == doctest::Approx(total).epsilon(1e-5));
     CHECK(mean_all(x).item() == doctest::Approx(total / 42).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("ops: reductions over an empty dim") {
+  for (Device dev : test_devices()) {
+    DEVICE_CONTEXT(dev);
+    for (DType dt : float_dtypes()) {
+      INFO(dtype_name(dt));
+      const Tensor x = Tensor::zeros({3, 0, 2}, dt, dev);
+      // sum of nothing is 0, the mean of nothing 0 / 0 (NaN)
+      check_close(sum(x, {1}), std::vector<double>(6, 0.0), 0);
+      const std::vector<double> m = mean(x, {1}, true).to_f64_vec();
+      CHECK(m.size() == 6);
+      for (double v : m) CHECK(std::isnan(v));
+      CHECK(std::isnan(mean_all(x).item()));
+      // the largest of nothing has no value, unless no row asks for one
+      CHECK_THROWS_AS((void)max(x, {1}), Error);
+      CHECK_THROWS_AS((void)argmin(x, 1), Error);
+      CHECK(max(x, {0}).dims() == std::vector<size_t>{0, 2});
+      CHECK(argmax(x, 2).dims() == std::vector<size_t>{3, 0});
+    }
   }
 }
 
