@@ -104,16 +104,21 @@ Tensor varlen_positions(const Tensor& cu_seqlens, const std::optional<Tensor>& c
       throw Error("O38", "varlen_positions: cu_seqlens_k has " + std::to_string(k.size()) + " entries but cu_seqlens has " +
                              std::to_string(q.size()));
   }
-  std::vector<int64_t> pos;
-  pos.reserve(static_cast<size_t>(q.back()));
   for (size_t b = 0; b + 1 < q.size(); ++b) {
     const int64_t sq = q[b + 1] - q[b], sk = k[b + 1] - k[b];
     if (sk < sq)
       throw Error("O39", "varlen_positions: sequence " + std::to_string(b) + " has " + std::to_string(sq) +
                              " queries but only " + std::to_string(sk) + " keys");
-    for (int64_t i = 0; i < sq; ++i) pos.push_back(sk - sq + i);
   }
-  return Tensor::from_vec(pos, Shape{pos.size()}, cu_seqlens.device());
+  // Built on the host in a tensor allocated first, so a total that no memory can hold is
+  // refused (S03) before any work.
+  Tensor pos = Tensor::empty(Shape{static_cast<size_t>(q.back())}, DType::I64, Device::cpu());
+  int64_t* out = cpu_base_mut<int64_t>(pos);
+  for (size_t b = 0; b + 1 < q.size(); ++b) {
+    const int64_t sq = q[b + 1] - q[b], sk = k[b + 1] - k[b];
+    for (int64_t i = 0; i < sq; ++i) *out++ = sk - sq + i;
+  }
+  return pos.to_device(cu_seqlens.device());
 }
 
 }  // namespace wick

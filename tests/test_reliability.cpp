@@ -112,6 +112,9 @@ TEST_CASE("sizes: allocations that cannot succeed are wick::Error naming the siz
             Tensor::arange(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), DType::I64, dev);
           }) == "L23");
     CHECK(code_of([&] { Tensor::arange(0, int64_t{1} << 50, DType::I64, dev); }) == oom);
+    // positions are made on the host whatever the device: 2^50 of them cannot be
+    CHECK(code_of([&] { varlen_positions(Tensor::from_vec(std::vector<int64_t>{0, int64_t{1} << 50}, Shape{2}, dev)); }) ==
+          "S03");
   }
   // the text names the size
   const std::string text = catalog::error_of([] { Tensor::ones({size_t{1} << 48}, DType::F32, Device::cpu()); });
