@@ -3,6 +3,7 @@
 // the same numbers as the op on the packed K/V.
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -88,6 +89,13 @@ TEST_CASE("paged kv cache: running out of blocks is an error that changes nothin
         "PagedKvCache::append: k_new has shape [4, 2, 8], expected [4, 1, 8] (n_new, num_heads_k, head_size)");
   CHECK(error_of([&] { c.block_table({5}, DType::I64); }) ==
         "PagedKvCache::block_table: dtype must be I32 or U32, got I64");
+  // a step's query lengths are U32 cumulative lengths too: past 2^32 - 1 they would wrap
+  c.append(6, k.narrow(0, 0, 4), k.narrow(0, 0, 4));
+  CHECK(error_of([&] { c.step_layout({5, 6}, {size_t{1} << 31, size_t{1} << 31}); }) ==
+        "PagedKvCache::step_layout: the first 2 sequences hold 4294967296 tokens, more than U32 cumulative lengths "
+        "count (2^32 - 1); bind fewer sequences per call");
+  CHECK(error_of([&] { c.step_layout({5}, {SIZE_MAX}); }).find("hold 18446744073709551615 tokens") != std::string::npos);
+  CHECK(c.step_layout({5, 6}, {3, 4}).seqlens_q == std::vector<uint32_t>{0, 3, 7});
 }
 
 TEST_CASE("paged kv cache: the op fed from the cache equals the op on packed K/V") {

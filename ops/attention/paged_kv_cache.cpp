@@ -173,7 +173,9 @@ StepLayout PagedKvCache::step_layout(const std::vector<uint64_t>& seq_ids, const
   size_t cols = std::max<size_t>(min_cols, 1);
   for (size_t b = 0; b < seq_ids.size(); ++b) {
     const Seq& s = seq("step_layout", seq_ids[b]);
-    l.seqlens_q[b + 1] = l.seqlens_q[b] + static_cast<uint32_t>(query_lens[b]);
+    uint64_t queries = 0;  // saturates: a sum past 2^64 is past 2^32 too
+    if (__builtin_add_overflow(uint64_t{l.seqlens_q[b]}, uint64_t{query_lens[b]}, &queries)) queries = UINT64_MAX;
+    l.seqlens_q[b + 1] = cumulative_u32("step_layout", b, queries);
     l.seqlens_k[b + 1] = cumulative_u32("step_layout", b, uint64_t{l.seqlens_k[b]} + s.len);
     l.max_seqlen_q = std::max(l.max_seqlen_q, query_lens[b]);
     l.max_seqlen_k = std::max(l.max_seqlen_k, s.len);
