@@ -23,7 +23,7 @@ uint32_t cumulative_u32(const char* fn, size_t b, uint64_t total) {
 PagedKvCache::PagedKvCache(size_t num_blocks, size_t page_block_size, size_t num_heads_k,
                            size_t head_size, DType dtype, Device device, Layout layout)
     : num_blocks_(num_blocks), page_(page_block_size), num_heads_k_(num_heads_k),
-      head_size_(head_size), dtype_(dtype), device_(device), layout_(layout) {
+      head_size_(head_size), dtype_(dtype), device_(device) {
   if (page_block_size == 0 || page_block_size % 32 != 0)
     fail("P01", "PagedKvCache: page_block_size must be a positive multiple of 32 (got " +
          std::to_string(page_block_size) + ")");

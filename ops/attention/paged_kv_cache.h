@@ -91,7 +91,6 @@ class PagedKvCache {
   size_t num_blocks_, page_, num_heads_k_, head_size_;
   DType dtype_;
   Device device_;
-  Layout layout_;
   Tensor storage_tensor_;  // the backing tensor (two for Separate: k_ holds its own)
   Tensor k_, v_;
   std::vector<int32_t> free_;  // a stack: the most recently freed block is reused first
