@@ -1,4 +1,4 @@
-// The attention half of the fuzz target. The input picks an entry point (the eleven candle
+// The attention part of the fuzz target. The input picks an entry point (the eleven candle
 // functions, the two op structs, or forward_into), batched or varlen, paged or not, the
 // dtype, head counts, head size, sequence lengths, every option (causal, windows, softcap,
 // ALiBi, mm-prefix ranges, scale, strict checks), the layout of every tensor (padded,

@@ -1,4 +1,4 @@
-// The layout half of the fuzz target: a tensor over a storage with any shape, strides and
+// The layout part of the fuzz target: a tensor over a storage with any shape, strides and
 // offset the input picks (or a plain one), then a chain of view and copy ops. Beside the
 // tensor runs a model: the storage's values, and for every logical element the storage
 // element it reads, updated by plain loops. Whenever an op runs, the tensor's values must be
@@ -36,17 +36,6 @@ struct Model {
     return over ? SIZE_MAX : n;
   }
 };
-
-std::vector<size_t> unravel(size_t i, const std::vector<size_t>& dims) {
-  std::vector<size_t> idx(dims.size());
-  for (size_t k = dims.size(); k-- > 0;) idx[k] = i % dims[k], i /= dims[k];
-  return idx;
-}
-size_t ravel(const std::vector<size_t>& idx, const std::vector<size_t>& dims) {
-  size_t i = 0;
-  for (size_t k = 0; k < dims.size(); ++k) i = i * dims[k] + idx[k];
-  return i;
-}
 
 // A view of the same storage: element idx of the result reads element source(idx) of m.
 template <class F>

@@ -1,4 +1,4 @@
-// The fuzz target's two halves and what they share. The rule both check: every input either
+// The fuzz target's three parts and what they share. The rule all check: every input either
 // runs and gives the right answer, or raises a wick::Error. Anything else is a finding: a
 // crash, a sanitizer report, another exception type (libFuzzer reports it as a crash), or a
 // wrong answer, which fail() turns into an abort with a message.
@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "tensor/error.h"
 
@@ -31,6 +32,18 @@ inline bool runs(const std::function<void()>& f) {
   }
 }
 
+// Row-major index <-> coordinates over dims.
+inline std::vector<size_t> unravel(size_t i, const std::vector<size_t>& dims) {
+  std::vector<size_t> idx(dims.size());
+  for (size_t k = dims.size(); k-- > 0;) idx[k] = i % dims[k], i /= dims[k];
+  return idx;
+}
+inline size_t ravel(const std::vector<size_t>& idx, const std::vector<size_t>& dims) {
+  size_t i = 0;
+  for (size_t k = 0; k < dims.size(); ++k) i = i * dims[k] + idx[k];
+  return i;
+}
+
 // The flash-attention op: every entry point, paged or not, every option, any layout of
 // every tensor, on the CPU; outputs compared with attention_reference.
 void fuzz_attention(FuzzedDataProvider& in);
@@ -39,5 +52,15 @@ void fuzz_attention(FuzzedDataProvider& in);
 // contiguous, copy_into, index_select, casts, reductions, printing) on arbitrary layouts,
 // each result compared with a plain model of the values.
 void fuzz_layout(FuzzedDataProvider& in);
+
+// The compute ops (arithmetic with broadcasting and with scalars, comparisons, where,
+// reductions, argmax/argmin, cumsum, softmax, norms, matmul, cat, gather, scatter_add,
+// one_hot, embedding, tril/triu, losses, rope, varlen_positions, dropout, clamp, float maps)
+// on operands of any layout, each result compared with a model in double precision.
+void fuzz_ops(FuzzedDataProvider& in);
+
+// One of fuzz_ops's cases: a session of PagedKvCache calls (append, reserve and
+// write_kv_slots, free, the block allocator, the tables) against a model of its contents.
+void fuzz_paged_cache(FuzzedDataProvider& in);
 
 }  // namespace wick::fuzz
