@@ -134,10 +134,11 @@ void fuzz_paged_cache(FuzzedDataProvider& in) {
     const auto it = s.seqs.find(id);
     const size_t len = it == s.seqs.end() ? 0 : it->second.k.size();
     const size_t free_now = s.num_blocks - held(s);
-    switch (in.ConsumeIntegralInRange<int>(0, 4)) {
+    const int call = in.ConsumeIntegralInRange<int>(0, 4);
+    switch (call) {
       case 0:    // append, sometimes rows of the wrong shape or dtype
       case 1: {  // reserve, then write_kv_slots at the slots it gave (sometimes one outside the cache)
-        const bool append = in.ConsumeBool();
+        const bool append = call == 0;
         const size_t n = in.ConsumeIntegralInRange<size_t>(0, 70);
         const size_t bad_heads = append && in.ConsumeIntegralInRange<int>(0, 9) == 9;
         const DType dt = append && in.ConsumeIntegralInRange<int>(0, 9) == 9 ? DType::I64 : s.dtype;
