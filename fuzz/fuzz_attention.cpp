@@ -22,8 +22,6 @@ namespace wick::fuzz {
 
 namespace {
 
-const Device kCpu = Device::cpu();
-
 // A tensor of `dims` holding standard normal values of dtype, in a layout the input picks:
 // bit 0 pads every dim (a narrowed view of a larger tensor, at an offset), bit 1 permutes the
 // storage order of the dims, bit 2 broadcasts one dim from a single row (stride 0), bit 3

@@ -22,8 +22,6 @@ namespace wick::fuzz {
 
 namespace {
 
-const Device kCpu = Device::cpu();
-
 struct SeqModel {
   std::vector<std::vector<double>> k, v;  // per token, num_heads_k * head_size values
   std::vector<bool> known;                // false: reserved, and its write was refused

@@ -18,7 +18,6 @@ namespace wick::fuzz {
 
 namespace {
 
-const Device kCpu = Device::cpu();
 constexpr size_t kMaxModelled = 4096;  // elements; larger (broadcast) tensors are not modelled
 
 struct Model {

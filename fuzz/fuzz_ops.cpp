@@ -23,11 +23,21 @@ namespace wick::fuzz {
 
 namespace {
 
-const Device kCpu = Device::cpu();
 constexpr DType kAll[] = {DType::U8,   DType::U32, DType::I16, DType::I32, DType::I64,
                           DType::BF16, DType::F16, DType::F32, DType::F64};
 constexpr DType kFloats[] = {DType::BF16, DType::F16, DType::F32, DType::F64};
 constexpr DType kIndexTypes[] = {DType::U32, DType::I32, DType::I64};
+
+bool is_index(DType dt) { return dt == DType::U32 || dt == DType::I32 || dt == DType::I64; }
+
+// `usual`, or now and then (one input in `one_in`) any dtype: a mismatch the op must refuse.
+DType mostly(FuzzedDataProvider& in, DType usual, int one_in) {
+  return in.ConsumeIntegralInRange<int>(0, one_in - 1) == one_in - 1 ? in.PickValueInArray(kAll) : usual;
+}
+// An index dtype, now and then (one input in 12) any dtype.
+DType pick_index_dtype(FuzzedDataProvider& in) {
+  return in.ConsumeIntegralInRange<int>(0, 11) == 11 ? in.PickValueInArray(kAll) : in.PickValueInArray(kIndexTypes);
+}
 
 size_t count(const std::vector<size_t>& dims) {
   size_t n = 1;
@@ -221,7 +231,7 @@ const BinaryOp kBinary[] = {
 void binary(FuzzedDataProvider& in) {
   const std::vector<size_t> out = pick_dims(in);
   const DType dt = in.PickValueInArray(kAll);
-  const DType dt2 = in.ConsumeIntegralInRange<int>(0, 9) == 9 ? in.PickValueInArray(kAll) : dt;
+  const DType dt2 = mostly(in, dt, 10);
   const Operand a = make_operand(in, partner_dims(in, out), dt), b = make_operand(in, partner_dims(in, out), dt2);
   const BinaryOp& f = in.PickValueInArray(kBinary);
   const bool integer = !is_float(dt), division = std::string(f.name) == "div";
@@ -290,7 +300,7 @@ void scalar_op(FuzzedDataProvider& in) {
 void where_op(FuzzedDataProvider& in) {
   const std::vector<size_t> out = pick_dims(in);
   const DType dt = in.PickValueInArray(kAll);
-  const DType cdt = in.ConsumeIntegralInRange<int>(0, 7) == 7 ? in.PickValueInArray(kAll) : DType::U8;
+  const DType cdt = mostly(in, DType::U8, 8);
   const Operand c = make_operand(in, partner_dims(in, out), cdt, 0, 1), a = make_operand(in, partner_dims(in, out), dt),
                 b = make_operand(in, partner_dims(in, out), dt);
   std::optional<std::vector<size_t>> shape = broadcast(a.dims, b.dims);
@@ -424,7 +434,7 @@ void softmax_op(FuzzedDataProvider& in) {
 
 void norm_op(FuzzedDataProvider& in) {
   const DType dt = in.PickValueInArray(kFloats);
-  const DType pdt = in.ConsumeIntegralInRange<int>(0, 9) == 9 ? in.PickValueInArray(kAll) : dt;
+  const DType pdt = mostly(in, dt, 10);
   const Operand x = make_operand(in, pick_dims(in), dt);
   const size_t d = x.dims.empty() ? 1 : x.dims.back();
   const size_t pd = in.ConsumeIntegralInRange<int>(0, 9) == 9 ? in.ConsumeIntegralInRange<size_t>(0, 5) : d;
@@ -492,7 +502,7 @@ void cat_op(FuzzedDataProvider& in) {
     if (k) d[*k] = in.ConsumeIntegralInRange<size_t>(0, 3);
     if (in.ConsumeIntegralInRange<int>(0, 11) == 11 && !d.empty())
       d[in.ConsumeIntegralInRange<size_t>(0, d.size() - 1)] += 1;
-    const DType pdt = in.ConsumeIntegralInRange<int>(0, 11) == 11 ? in.PickValueInArray(kAll) : dt;
+    const DType pdt = mostly(in, dt, 12);
     p = make_operand(in, d, pdt);
     // the first tensor sets the dtype and the other dims
     valid = valid && pdt == parts[0].t.dtype() && d.size() == parts[0].dims.size();
@@ -520,13 +530,11 @@ void cat_op(FuzzedDataProvider& in) {
 // gather, scatter_add, one_hot: indices sometimes out of range, shapes sometimes too large.
 void index_ops(FuzzedDataProvider& in) {
   const int op = in.ConsumeIntegralInRange<int>(0, 2);
-  const DType dt = in.PickValueInArray(kAll), it = in.ConsumeIntegralInRange<int>(0, 11) == 11
-                                                       ? in.PickValueInArray(kAll)
-                                                       : in.PickValueInArray(kIndexTypes);
+  const DType dt = in.PickValueInArray(kAll), it = pick_index_dtype(in);
   if (op == 2) {
     const size_t classes = in.ConsumeIntegralInRange<size_t>(0, 5);
     const Operand ids = make_operand(in, pick_dims(in, 3), it, -1, static_cast<int64_t>(classes));
-    bool valid = it == DType::U32 || it == DType::I32 || it == DType::I64;
+    bool valid = is_index(it);
     for (double v : ids.v) valid = valid && v >= 0 && v < static_cast<double>(classes);
     Tensor r;
     if (!outcome("one_hot of " + std::to_string(classes) + " classes", {&ids}, valid,
@@ -549,7 +557,7 @@ void index_ops(FuzzedDataProvider& in) {
   if (in.ConsumeIntegralInRange<int>(0, 15) == 15) id.push_back(1);
   const int64_t size = k ? static_cast<int64_t>(x.dims[*k]) : 1;
   const Operand index = make_operand(in, id, it, -1, size);
-  bool valid = k && (it == DType::U32 || it == DType::I32 || it == DType::I64) && id.size() == rank;
+  bool valid = k && is_index(it) && id.size() == rank;
   for (size_t d = 0; valid && d < rank; ++d) valid = d == *k || id[d] <= x.dims[d];
   for (double v : index.v) valid = valid && v >= 0 && v < static_cast<double>(size);
   if (op == 0) {
@@ -569,7 +577,7 @@ void index_ops(FuzzedDataProvider& in) {
   if (rank == id.size())
     for (size_t d = 0; d < rank; ++d) sd[d] = std::max(sd[d], id[d]);
   if (in.ConsumeIntegralInRange<int>(0, 15) == 15 && !sd.empty()) sd[0] = 0;
-  const DType sdt = in.ConsumeIntegralInRange<int>(0, 11) == 11 ? in.PickValueInArray(kAll) : dt;
+  const DType sdt = mostly(in, dt, 12);
   const Operand src = make_operand(in, sd, sdt);
   for (size_t d = 0; valid && d < rank; ++d) valid = id[d] <= sd[d];
   valid = valid && is_float(dt) && sdt == dt;
@@ -609,9 +617,7 @@ void triangle(FuzzedDataProvider& in) {
 }
 
 void loss(FuzzedDataProvider& in) {
-  const DType dt = in.PickValueInArray(kAll), it = in.ConsumeIntegralInRange<int>(0, 11) == 11
-                                                       ? in.PickValueInArray(kAll)
-                                                       : in.PickValueInArray(kIndexTypes);
+  const DType dt = in.PickValueInArray(kAll), it = pick_index_dtype(in);
   const size_t n = in.ConsumeIntegralInRange<size_t>(0, 4), c = in.ConsumeIntegralInRange<size_t>(0, 4);
   std::vector<size_t> xd{n, c};
   if (in.ConsumeIntegralInRange<int>(0, 15) == 15) xd.push_back(1);
@@ -622,8 +628,7 @@ void loss(FuzzedDataProvider& in) {
       in.ConsumeBool() ? std::optional<int64_t>(in.ConsumeIntegralInRange<int64_t>(-2, 3)) : std::nullopt;
   const bool from_logits = in.ConsumeBool();
   const char* name = from_logits ? "cross_entropy" : "nll_loss";
-  bool valid =
-      is_float(dt) && xd.size() == 2 && (it == DType::U32 || it == DType::I32 || it == DType::I64) && td[0] == n;
+  bool valid = is_float(dt) && xd.size() == 2 && is_index(it) && td[0] == n;
   double total = 0, used = 0;
   for (size_t i = 0; valid && i < n; ++i) {
     const double t = targets.v[i];
@@ -707,9 +712,7 @@ void unary(FuzzedDataProvider& in) {
 // rope over positions whose shape is sometimes not a leading part of x's, rotary_dim
 // sometimes odd or too large.
 void rope_op(FuzzedDataProvider& in) {
-  const DType dt = in.PickValueInArray(kAll), it = in.ConsumeIntegralInRange<int>(0, 11) == 11
-                                                       ? in.PickValueInArray(kAll)
-                                                       : in.PickValueInArray(kIndexTypes);
+  const DType dt = in.PickValueInArray(kAll), it = pick_index_dtype(in);
   std::vector<size_t> xd = pick_dims(in);
   if (!xd.empty() && in.ConsumeBool()) xd.back() = 2 * in.ConsumeIntegralInRange<size_t>(0, 4);
   const Operand x = make_operand(in, xd, dt);
@@ -721,8 +724,7 @@ void rope_op(FuzzedDataProvider& in) {
   const size_t rd = rotary ? rotary : head;
   const double base = in.PickValueInArray({10000.0, 500000.0, 2.0, 1.0});
   const bool interleaved = in.ConsumeBool();
-  bool valid = is_float(dt) && (it == DType::U32 || it == DType::I32 || it == DType::I64) && pd.size() < xd.size() &&
-               rd % 2 == 0 && rd <= head;
+  bool valid = is_float(dt) && is_index(it) && pd.size() < xd.size() && rd % 2 == 0 && rd <= head;
   for (size_t d = 0; valid && d < pd.size(); ++d) valid = pd[d] == xd[d];
   Tensor r;
   if (!outcome("rope rotary_dim " + std::to_string(rotary) + " base " + std::to_string(base) +
@@ -748,8 +750,7 @@ void rope_op(FuzzedDataProvider& in) {
 // varlen_positions over cumulative lengths that are now and then not cumulative, of another
 // count than the keys', or shorter than the queries; sometimes a total no memory can hold.
 void positions_op(FuzzedDataProvider& in) {
-  const DType it =
-      in.ConsumeIntegralInRange<int>(0, 11) == 11 ? in.PickValueInArray(kAll) : in.PickValueInArray(kIndexTypes);
+  const DType it = pick_index_dtype(in);
   const size_t batch = in.ConsumeIntegralInRange<size_t>(0, 4);
   auto cumulative = [&](size_t entries) {
     std::vector<int64_t> cu(entries);
@@ -771,8 +772,7 @@ void positions_op(FuzzedDataProvider& in) {
     for (size_t i = 1; ok && i < v.size(); ++i) ok = v[i] >= v[i - 1];
     return ok;
   };
-  bool valid = (it == DType::U32 || it == DType::I32 || it == DType::I64) && cumulative_from_0(tq) &&
-               cumulative_from_0(tk) && k.size() == q.size();
+  bool valid = is_index(it) && cumulative_from_0(tq) && cumulative_from_0(tk) && k.size() == q.size();
   const std::vector<double> qv = tq.to_f64_vec(), kv = tk.to_f64_vec();
   std::vector<double> want;
   bool huge = false;
@@ -796,15 +796,13 @@ void positions_op(FuzzedDataProvider& in) {
 // embedding rows, ids sometimes out of range or of a non-index dtype, the table sometimes
 // not of rank 2.
 void embedding_op(FuzzedDataProvider& in) {
-  const DType dt = in.PickValueInArray(kAll), it = in.ConsumeIntegralInRange<int>(0, 11) == 11
-                                                       ? in.PickValueInArray(kAll)
-                                                       : in.PickValueInArray(kIndexTypes);
+  const DType dt = in.PickValueInArray(kAll), it = pick_index_dtype(in);
   std::vector<size_t> td{in.ConsumeIntegralInRange<size_t>(0, 5), in.ConsumeIntegralInRange<size_t>(0, 4)};
   if (in.ConsumeIntegralInRange<int>(0, 15) == 15) td.pop_back();
   const Operand table = make_operand(in, td, dt);
   const int64_t vocab = static_cast<int64_t>(td[0]);
   const Operand ids = make_operand(in, pick_dims(in, 3), it, in.ConsumeIntegralInRange<int>(0, 7) == 7 ? -1 : 0, vocab);
-  bool valid = td.size() == 2 && (it == DType::U32 || it == DType::I32 || it == DType::I64);
+  bool valid = td.size() == 2 && is_index(it);
   for (double v : ids.v) valid = valid && v >= 0 && v < static_cast<double>(vocab);
   Tensor r;
   if (!outcome("embedding", {&ids, &table}, valid, [&] { r = embedding(ids.t, table.t); })) return;

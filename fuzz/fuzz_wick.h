@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor/device.h"
 #include "tensor/error.h"
 
 namespace wick::fuzz {
@@ -31,6 +32,9 @@ inline bool runs(const std::function<void()>& f) {
     return false;
   }
 }
+
+// Every part runs on the CPU (the sanitizers' and the model's side).
+inline const Device kCpu = Device::cpu();
 
 // Row-major index <-> coordinates over dims.
 inline std::vector<size_t> unravel(size_t i, const std::vector<size_t>& dims) {
