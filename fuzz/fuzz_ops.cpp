@@ -872,6 +872,8 @@ void fuzz_ops(FuzzedDataProvider& in) {
       return scalar_op(in);
     case 16:
       return fuzz_paged_cache(in);
+    case 18:
+      return fuzz_gradients(in);
     default:
       return unary(in);
   }

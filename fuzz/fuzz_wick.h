@@ -67,4 +67,8 @@ void fuzz_ops(FuzzedDataProvider& in);
 // write_kv_slots, free, the block allocator, the tables) against a model of its contents.
 void fuzz_paged_cache(FuzzedDataProvider& in);
 
+// One of fuzz_ops's cases: a differentiable op on views of f64 leaves, its gradients against
+// central differences (autograd::gradcheck).
+void fuzz_gradients(FuzzedDataProvider& in);
+
 }  // namespace wick::fuzz
