@@ -3,7 +3,8 @@
 // matmul, cat, gather and scatter, one_hot, embedding, triangles, losses, rope,
 // varlen_positions, dropout, clamp and the float maps) on operands of any shape, dtype and
 // layout (narrowed, permuted or broadcast views of a larger tensor), with arguments that are
-// now and then wrong; or a session of paged-cache calls (fuzz_cache.cpp). Beside it runs a
+// now and then wrong; or a session of paged-cache calls (fuzz_cache.cpp), or an op's
+// gradients against finite differences (fuzz_grad.cpp). Beside the op runs a
 // model in double precision over the operands' values. Where the model says the call is valid
 // it must run and match (exactly for integer results, within a rounding bound for float
 // ones); where it says the call is invalid it must raise a wick::Error.
