@@ -30,12 +30,6 @@ namespace wick::fuzz {
 
 namespace {
 
-size_t count(const std::vector<size_t>& dims) {
-  size_t n = 1;
-  for (size_t d : dims) n *= d;
-  return n;
-}
-
 std::string dims_str(const std::vector<size_t>& dims) {
   std::string s = "(";
   for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);

@@ -40,12 +40,6 @@ DType pick_index_dtype(FuzzedDataProvider& in) {
   return in.ConsumeIntegralInRange<int>(0, 11) == 11 ? in.PickValueInArray(kAll) : in.PickValueInArray(kIndexTypes);
 }
 
-size_t count(const std::vector<size_t>& dims) {
-  size_t n = 1;
-  for (size_t d : dims) n *= d;
-  return n;
-}
-
 // An operand: the tensor, and its values in row-major order as the model reads them.
 struct Operand {
   Tensor t;

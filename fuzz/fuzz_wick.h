@@ -36,6 +36,13 @@ inline bool runs(const std::function<void()>& f) {
 // Every part runs on the CPU (the sanitizers' and the model's side).
 inline const Device kCpu = Device::cpu();
 
+// The number of elements of a shape of `dims` (the fuzz parts keep them small: no overflow).
+inline size_t count(const std::vector<size_t>& dims) {
+  size_t n = 1;
+  for (size_t d : dims) n *= d;
+  return n;
+}
+
 // Row-major index <-> coordinates over dims.
 inline std::vector<size_t> unravel(size_t i, const std::vector<size_t>& dims) {
   std::vector<size_t> idx(dims.size());
