@@ -17,7 +17,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
-#include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,43 +33,6 @@ std::string dims_str(const std::vector<size_t>& dims) {
   std::string s = "(";
   for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
   return s + ")";
-}
-
-// How an operand of `dims` is reached from its leaf: the leaf stores the dims in another
-// order (perm), each padded by up to one element (a narrow picks the window), and dims marked
-// wide stored as 1 and broadcast back to their size.
-struct View {
-  std::vector<size_t> dims, leaf, start, len;
-  std::vector<int64_t> back;  // the operand's dim d is leaf dim back[d]
-  bool any_wide = false;
-
-  Tensor apply(const Tensor& t) const {
-    Tensor x = t;
-    for (size_t i = 0; i < leaf.size(); ++i) x = x.narrow(static_cast<int64_t>(i), start[i], len[i]);
-    x = x.permute(DimList(back));
-    return any_wide ? x.broadcast_as(Shape(dims)) : x;
-  }
-};
-
-View pick_view(FuzzedDataProvider& in, const std::vector<size_t>& dims, bool may_broadcast) {
-  const size_t rank = dims.size();
-  View v;
-  v.dims = dims;
-  std::vector<size_t> perm(rank);  // leaf dim i holds the operand's dim perm[i]
-  std::iota(perm.begin(), perm.end(), size_t{0});
-  for (size_t i = rank; i-- > 1;) std::swap(perm[i], perm[in.ConsumeIntegralInRange<size_t>(0, i)]);
-  v.leaf.resize(rank), v.start.resize(rank), v.len.resize(rank), v.back.resize(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    const size_t d = perm[i];
-    const bool wide = may_broadcast && dims[d] > 1 && in.ConsumeIntegralInRange<int>(0, 5) == 5;
-    v.any_wide = v.any_wide || wide;
-    v.len[i] = wide ? 1 : dims[d];
-    const size_t pad = in.ConsumeIntegralInRange<size_t>(0, 1);
-    v.leaf[i] = v.len[i] + pad;
-    v.start[i] = in.ConsumeIntegralInRange<size_t>(0, pad);
-    v.back[d] = static_cast<int64_t>(i);
-  }
-  return v;
 }
 
 // A leaf's values (the header's rule): positive ones for log, sqrt and powf.
@@ -104,7 +66,7 @@ struct Case {
   // An operand of `dims` (a view of a new leaf).
   void operand(FuzzedDataProvider& in, const std::vector<size_t>& dims, bool may_broadcast = true, double offset = 0.1,
                bool positive = false) {
-    views.push_back(pick_view(in, dims, may_broadcast));
+    views.push_back(pick_view(in, dims, may_broadcast ? 6 : 0, 1));
     leaves.push_back(leaf_values(in, views.back().leaf, offset, positive));
     call += (leaves.size() > 1 ? ", " : "(") + dims_str(dims) + (views.back().any_wide ? " broadcast" : "");
   }
@@ -444,12 +406,10 @@ void fuzz_gradients(FuzzedDataProvider& in) {
   const int post = in.ConsumeIntegralInRange<int>(0, 9);  // 0 and 6..9: the result itself
   const size_t at = in.ConsumeIntegral<uint8_t>();
   c.call += ") then view " + std::to_string(post);
-  const std::vector<View> views = c.views;
-  const auto op = c.op;
-  const autograd::GradcheckFn f = [&views, &op, post, at](const std::vector<Tensor>& leaves) {
+  const autograd::GradcheckFn f = [&c, post, at](const std::vector<Tensor>& leaves) {
     std::vector<Tensor> x;
-    for (size_t i = 0; i < leaves.size(); ++i) x.push_back(views[i].apply(leaves[i]));
-    return view_result(op(x), post, at);
+    for (size_t i = 0; i < leaves.size(); ++i) x.push_back(c.views[i].apply(leaves[i]));
+    return view_result(c.op(x), post, at);
   };
   autograd::GradcheckResult r;
   if (!runs([&] { r = autograd::gradcheck(f, c.leaves); })) return;

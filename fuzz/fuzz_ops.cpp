@@ -12,7 +12,6 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,27 +52,10 @@ struct Operand {
 // size-1 dims broadcast to their size (stride 0).
 Operand make_operand(FuzzedDataProvider& in, const std::vector<size_t>& dims, DType dt, int64_t lo = -4,
                      int64_t hi = 4) {
-  const size_t rank = dims.size();
-  std::vector<size_t> perm(rank);  // base dim i holds the operand's dim perm[i]
-  std::iota(perm.begin(), perm.end(), size_t{0});
-  for (size_t i = rank; i-- > 1;) std::swap(perm[i], perm[in.ConsumeIntegralInRange<size_t>(0, i)]);
-  std::vector<size_t> base(rank), start(rank);
-  std::vector<bool> wide(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    const size_t d = perm[i];
-    wide[d] = dims[d] != 1 && in.ConsumeIntegralInRange<int>(0, 7) == 7;  // stored as 1, broadcast
-    const size_t pad = in.ConsumeIntegralInRange<size_t>(0, 2);
-    base[i] = (wide[d] ? 1 : dims[d]) + pad;
-    start[i] = in.ConsumeIntegralInRange<size_t>(0, pad);
-  }
-  std::vector<double> values(count(base));
+  const View view = pick_view(in, dims, 8, 2);
+  std::vector<double> values(count(view.leaf));
   for (auto& x : values) x = static_cast<double>(in.ConsumeIntegralInRange<int64_t>(lo, hi));
-  Tensor t = cast(Tensor::from_vec(values, Shape(base), kCpu), dt);
-  for (size_t i = 0; i < rank; ++i) t = t.narrow(static_cast<int64_t>(i), start[i], wide[perm[i]] ? 1 : dims[perm[i]]);
-  std::vector<int64_t> back(rank);  // the operand's dim d is base dim back[d]
-  for (size_t i = 0; i < rank; ++i) back[perm[i]] = static_cast<int64_t>(i);
-  t = t.permute(DimList(back));
-  if (std::find(wide.begin(), wide.end(), true) != wide.end()) t = t.broadcast_as(Shape(dims));
+  const Tensor t = view.apply(cast(Tensor::from_vec(values, Shape(view.leaf), kCpu), dt));
   return Operand{t, dims, t.to_f64_vec()};
 }
 

@@ -8,11 +8,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <numeric>
 #include <string>
 #include <vector>
 
 #include "tensor/device.h"
 #include "tensor/error.h"
+#include "tensor/tensor.h"
 
 namespace wick::fuzz {
 
@@ -41,6 +43,47 @@ inline size_t count(const std::vector<size_t>& dims) {
   size_t n = 1;
   for (size_t d : dims) n *= d;
   return n;
+}
+
+// How an operand of `dims` is reached from the tensor that stores it (the leaf): the leaf
+// holds the dims in another order, each padded by a few elements (a narrow picks the
+// window), and dims marked wide stored as 1 and broadcast back to their size (stride 0).
+struct View {
+  std::vector<size_t> dims, leaf, start, len;  // start and len per leaf dim
+  std::vector<int64_t> back;                   // the operand's dim d is leaf dim back[d]
+  bool any_wide = false;
+
+  Tensor apply(const Tensor& t) const {
+    Tensor x = t;
+    for (size_t i = 0; i < leaf.size(); ++i) x = x.narrow(static_cast<int64_t>(i), start[i], len[i]);
+    x = x.permute(DimList(back));
+    return any_wide ? x.broadcast_as(Shape(dims)) : x;
+  }
+};
+
+// A view the input picks: the leaf's dim order, then per leaf dim whether it is wide (a dim
+// other than 1, one input in wide_one_in; 0: never), its padding (0 to max_pad) and where
+// the window starts.
+inline View pick_view(FuzzedDataProvider& in, const std::vector<size_t>& dims, int wide_one_in, size_t max_pad) {
+  const size_t rank = dims.size();
+  View v;
+  v.dims = dims;
+  std::vector<size_t> perm(rank);  // leaf dim i holds the operand's dim perm[i]
+  std::iota(perm.begin(), perm.end(), size_t{0});
+  for (size_t i = rank; i-- > 1;) std::swap(perm[i], perm[in.ConsumeIntegralInRange<size_t>(0, i)]);
+  v.leaf.resize(rank), v.start.resize(rank), v.len.resize(rank), v.back.resize(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    const size_t d = perm[i];
+    const bool wide =
+        wide_one_in > 0 && dims[d] != 1 && in.ConsumeIntegralInRange<int>(0, wide_one_in - 1) == wide_one_in - 1;
+    v.any_wide = v.any_wide || wide;
+    v.len[i] = wide ? 1 : dims[d];
+    const size_t pad = in.ConsumeIntegralInRange<size_t>(0, max_pad);
+    v.leaf[i] = v.len[i] + pad;
+    v.start[i] = in.ConsumeIntegralInRange<size_t>(0, pad);
+    v.back[d] = static_cast<int64_t>(i);
+  }
+  return v;
 }
 
 // Row-major index <-> coordinates over dims.
